@@ -1,0 +1,142 @@
+"""Command line: ``python -m evaluator <command>``. JSON on stdout, progress and errors on stderr.
+
+Commands register themselves in ``COMMANDS`` (name → (add_arguments, run)); ``run`` returns the
+JSON-serialisable result or raises an EvaluatorError, which becomes exit status 2 with its message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from evaluator.errors import EvaluatorError
+
+COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], object]]] = {}
+
+
+def command(name: str, add_arguments: Callable[[argparse.ArgumentParser], None]):
+    def wrap(fn):
+        COMMANDS[name] = (add_arguments, fn)
+        return fn
+
+    return wrap
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+# --------------------------------------------------------------------------- score
+
+
+def _score_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--components", required=True, type=Path, help="JSON file of measured components")
+    p.add_argument("--spec", default=None, help="weights spec version (default: the latest)")
+    p.add_argument("--registry", type=Path, default=None, help="project root holding tasks.yaml")
+
+
+@command("score", _score_args)
+def run_score(args: argparse.Namespace) -> dict:
+    from evaluator.registry import load_registry
+    from evaluator.scoring import Measurements, probe_score
+
+    try:
+        data = json.loads(args.components.read_text())
+    except FileNotFoundError:
+        raise EvaluatorError(f"{args.components}: file not found") from None
+    except json.JSONDecodeError as exc:
+        raise EvaluatorError(f"{args.components}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise EvaluatorError(f"{args.components}: expected a JSON object")
+    reg = load_registry(args.registry)
+    result = probe_score(Measurements.from_dict(data), spec=reg.spec(args.spec), licenses=reg.licenses)
+    return result.to_dict()
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def _metrics_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scores", required=True, type=Path, help="CSV with columns score,label[,ref_score][,prob]")
+
+
+def _read_scores_csv(path: Path) -> dict[str, list[float]]:
+    try:
+        fh = path.open(newline="")
+    except FileNotFoundError:
+        raise EvaluatorError(f"{path}: file not found") from None
+    with fh:
+        reader = csv.DictReader(fh)
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        missing = [c for c in ("score", "label") if c not in header]
+        if missing:
+            raise EvaluatorError(
+                f"{path}: missing column(s) {', '.join(missing)}; expected score,label"
+                " and optionally ref_score, prob"
+            )
+        cols: dict[str, list[float]] = {c: [] for c in ("score", "label", "ref_score", "prob") if c in header}
+        for line_no, row in enumerate(reader, start=2):
+            row = {(k or "").strip(): v for k, v in row.items()}
+            for col in cols:
+                raw = (row.get(col) or "").strip()
+                try:
+                    value = float(raw)
+                except ValueError:
+                    raise EvaluatorError(f"{path}: line {line_no}: column {col} is not a number: {raw!r}") from None
+                if not math.isfinite(value):
+                    raise EvaluatorError(f"{path}: line {line_no}: column {col} is not finite: {raw!r}")
+                if col == "label" and value not in (0.0, 1.0):
+                    raise EvaluatorError(f"{path}: line {line_no}: label must be 0 or 1, got {raw!r}")
+                cols[col].append(value)
+    if not cols["score"]:
+        raise EvaluatorError(f"{path}: no rows")
+    return cols
+
+
+@command("metrics", _metrics_args)
+def run_metrics(args: argparse.Namespace) -> dict:
+    from evaluator.metrics import summarize
+
+    cols = _read_scores_csv(args.scores)
+    labels = [int(v) for v in cols["label"]]
+    return summarize(cols["score"], labels, probs=cols.get("prob"), ref_scores=cols.get("ref_score"))
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # Importing these modules registers their commands (train, evaluate, ...), when present.
+    for module in ("evaluator.train_cli",):
+        try:
+            __import__(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+    parser = argparse.ArgumentParser(prog="python -m evaluator", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (add_arguments, _) in COMMANDS.items():
+        add_arguments(sub.add_parser(name))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr)
+    _, run = COMMANDS[args.command]
+    try:
+        result = run(args)
+    except EvaluatorError as exc:
+        return _fail(str(exc))
+    json.dump(result, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
