@@ -118,8 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             __import__(module)
         except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
+            if not module.startswith(exc.name or "\0"):
+                raise  # a missing dependency inside the module, not the module itself
     parser = argparse.ArgumentParser(prog="python -m evaluator", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -132,3 +132,14 @@ def probe_score(m: Measurements, *, spec: WeightsSpec, licenses: dict[str, Licen
         sum(c.contribution for c in measured) / measured_weight if measured_weight > 0 else None
     )
     return ProbeScore(spec.version, total, measured_total, components)
+
+
+def ranking_key(total: float, license_contribution: float) -> tuple[float, float]:
+    """Sort key (descending) implementing norm 2, the license floor.
+
+    License can never decide a ranking on its own: entries are ordered by their ProbeScore without
+    the license contribution, and license only breaks exact ties. So a closed probe with a higher
+    AUROC ranks above an open one with a lower AUROC when the other axes are equal, even when the
+    open probe's total (which includes the license) is higher.
+    """
+    return (round(total - license_contribution, 12), total)

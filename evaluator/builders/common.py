@@ -1,0 +1,230 @@
+"""Shared pieces of the task builders: rows, task metadata, seeded splitting, checks, writing.
+
+A builder is a pure function ``build(ctx) -> BuiltTask``: it reads pinned archives through
+``ctx.archive(package)``, draws every random choice from :func:`rng` (seeded by task id and a
+purpose string, so adding a draw in one place never shifts another), and returns its rows grouped
+by split. :func:`write_task` serialises them byte-reproducibly in the ARCHITECTURE.md row format.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluator.errors import EvaluatorError
+
+SPLIT_ORDER: tuple[str, ...] = ("train", "test", "distshift", "holdout_pool")
+MINTED = "2026-11-21"
+#: The largest share of positives (or negatives) a split may hold; every builder balances exactly
+#: where its pairs allow, this is the safety net.
+MAX_LABEL_SHARE = 0.55
+
+
+class BuildError(EvaluatorError):
+    """A builder produced splits that break the split-file contract (overlap, imbalance...)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One example. ``key`` is stable across rebuilds and becomes ``id = f"{task_id}-{key}"``."""
+
+    key: str
+    group: str
+    label: int
+    text: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self, task_id: str) -> dict[str, Any]:
+        return {"id": f"{task_id}-{self.key}", "group": self.group, "label": self.label,
+                "text": self.text, "meta": self.meta}
+
+
+@dataclass(frozen=True)
+class TaskMeta:
+    """Everything tasks.yaml says about a task except its split hashes (filled in at write time)."""
+
+    id: str
+    category: str
+    family: str
+    name: str
+    description: str
+    positive: str
+    negative: str
+    source: dict[str, str]  # package, version, path, license, citation
+    templates: dict[str, Any]  # single, optional contrast_pair [pos, neg]
+    caveats: str
+    minted: str = MINTED
+
+    @property
+    def card(self) -> str:
+        return f"registry/cards/{self.id}.md"
+
+
+@dataclass
+class BuiltTask:
+    meta: TaskMeta
+    splits: dict[str, list[Row]]
+
+
+@dataclass
+class BuildContext:
+    """What a builder may use: a way to open pinned archives. Nothing else leaks in."""
+
+    open_archive: Callable[[str], Any]
+    _cache: dict[str, Any] = field(default_factory=dict)
+
+    def archive(self, package: str):
+        if package not in self._cache:
+            self._cache[package] = self.open_archive(package)
+        return self._cache[package]
+
+
+# --------------------------------------------------------------------------- randomness
+
+
+def rng(task_id: str, purpose: str) -> random.Random:
+    """A generator seeded by (task id, purpose): str seeds hash with SHA-512, stable across runs."""
+    return random.Random(f"probebench:{task_id}:{purpose}")
+
+
+def stable_shuffle(items: Sequence, task_id: str, purpose: str) -> list:
+    out = list(items)
+    rng(task_id, purpose).shuffle(out)
+    return out
+
+
+def stable_hash(*parts: object) -> int:
+    """A deterministic integer from strings (Python's hash() is salted per process)."""
+    return int.from_bytes(hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()[:8], "big")
+
+
+# --------------------------------------------------------------------------- text
+
+
+_NON_WORD = re.compile(r"[^0-9a-z]+")
+
+
+def normalise(text: str) -> str:
+    """Case-, accent-, punctuation- and whitespace-insensitive form used for overlap checks."""
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(c for c in text if not unicodedata.combining(c)).lower()
+    return _NON_WORD.sub(" ", text).strip()
+
+
+def n_words(text: str) -> int:
+    return len(text.split())
+
+
+def clean(text: str) -> str:
+    """Collapse runs of whitespace (keeping newlines) and strip."""
+    lines = [" ".join(line.split()) for line in text.strip().splitlines()]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- splitting
+
+
+def partition(items: Sequence, sizes: dict[str, int], task_id: str, purpose: str = "split") -> dict[str, list]:
+    """Shuffle ``items`` (seeded) and cut consecutive blocks of the given sizes, in SPLIT_ORDER.
+
+    ``sizes`` counts items (usually groups). Raises when there are too few items.
+    """
+    need = sum(sizes.values())
+    if need > len(items):
+        raise BuildError(f"{task_id}: {purpose}: need {need} items, the source yields {len(items)}")
+    shuffled = stable_shuffle(items, task_id, purpose)
+    out: dict[str, list] = {}
+    start = 0
+    for name in [s for s in SPLIT_ORDER if s in sizes] + [s for s in sizes if s not in SPLIT_ORDER]:
+        out[name] = shuffled[start:start + sizes[name]]
+        start += sizes[name]
+    return out
+
+
+def balance(rows: list[Row], task_id: str, purpose: str) -> list[Row]:
+    """Downsample the larger class (seeded) so both labels have the same count; groups are kept
+    whole only when every group is single-label (the callers that need this build such groups)."""
+    pos = [r for r in rows if r.label == 1]
+    neg = [r for r in rows if r.label == 0]
+    n = min(len(pos), len(neg))
+    pos = stable_shuffle(pos, task_id, purpose + ":pos")[:n]
+    neg = stable_shuffle(neg, task_id, purpose + ":neg")[:n]
+    return pos + neg
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def check_splits(task_id: str, splits: dict[str, list[Row]]) -> None:
+    """Enforce the split-file contract: unique ids, disjoint groups and normalised texts across
+    splits, both labels present and balanced within MAX_LABEL_SHARE, no empty text."""
+    seen_keys: dict[str, str] = {}
+    seen_groups: dict[str, str] = {}
+    seen_text: dict[str, str] = {}
+    for split, rows in splits.items():
+        if not rows:
+            raise BuildError(f"{task_id}: split {split} is empty")
+        share = sum(r.label for r in rows) / len(rows)
+        if not (1 - MAX_LABEL_SHARE) <= share <= MAX_LABEL_SHARE:
+            raise BuildError(f"{task_id}: split {split} is unbalanced: {share:.1%} positives")
+        for row in rows:
+            if row.label not in (0, 1) or not row.text.strip():
+                raise BuildError(f"{task_id}: row {row.key}: bad label or empty text")
+            if row.key in seen_keys:
+                raise BuildError(f"{task_id}: key {row.key} appears twice ({seen_keys[row.key]}, {split})")
+            seen_keys[row.key] = split
+            other = seen_groups.setdefault(row.group, split)
+            if other != split:
+                raise BuildError(f"{task_id}: group {row.group} is in both {other} and {split}")
+            norm = normalise(row.text)
+            other = seen_text.setdefault(norm, split)
+            if other != split:
+                raise BuildError(f"{task_id}: the same text (normalised) is in both {other} and {split}: {row.key}")
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def serialise(task_id: str, rows: Iterable[Row]) -> bytes:
+    """The exact bytes of a split file: one sorted-key JSON object per line, ``\\n`` endings."""
+    lines = [json.dumps(r.to_dict(task_id), ensure_ascii=False, sort_keys=True) for r in rows]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def order_rows(task_id: str, split: str, rows: list[Row]) -> list[Row]:
+    """File order: sorted by key, then a seeded shuffle so labels and pairs interleave."""
+    return stable_shuffle(sorted(rows, key=lambda r: r.key), task_id, f"order:{split}")
+
+
+def split_relpath(task_id: str, split: str) -> str:
+    return f"registry/splits/{task_id}/{split}.jsonl"
+
+
+def write_task(built: BuiltTask, root: Path) -> dict[str, dict[str, Any]]:
+    """Write every split of ``built`` under ``root``; return split -> {path, rows, sha256}."""
+    check_splits(built.meta.id, built.splits)
+    out: dict[str, dict[str, Any]] = {}
+    for split in SPLIT_ORDER:
+        if split not in built.splits:
+            continue
+        rows = order_rows(built.meta.id, split, built.splits[split])
+        data = serialise(built.meta.id, rows)
+        rel = split_relpath(built.meta.id, split)
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        out[split] = {"path": rel, "rows": len(rows), "sha256": hashlib.sha256(data).hexdigest()}
+    return out
+
+
+def read_split(path: Path) -> list[dict[str, Any]]:
+    """Read one committed split file back into dicts."""
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]

@@ -1,0 +1,22 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from evaluator.errors import RegistryError
+from leaderboard.registry_sync import registry_sync
+
+
+class Command(BaseCommand):
+    help = "Mirror tasks.yaml and registry/ into the database (idempotent; verifies split hashes)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--no-verify", action="store_true", help="skip re-hashing split files")
+
+    def handle(self, *args, no_verify: bool = False, **options):
+        try:
+            report = registry_sync(verify_hashes=not no_verify)
+        except RegistryError as exc:
+            raise CommandError(str(exc)) from None
+        for line in report.created:
+            self.stdout.write(f"created {line}")
+        for line in report.updated:
+            self.stdout.write(f"updated {line}")
+        self.stdout.write(self.style.SUCCESS(f"registry in sync: {report.changed} change(s)"))

@@ -1,0 +1,507 @@
+"""The data model of SPEC.md §1.
+
+Registry entities (Category, Task, TaskSplit, BaseModel, License, WeightsSpec) are mirrors of the
+files under registry/ and tasks.yaml, written only by ``sync_registry``. Everything measured
+(EvaluationRun, Score) is written only by leaderboard.services. Member order follows Django's
+style: fields, managers, Meta, __str__, save/delete, get_absolute_url, custom methods.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+
+class Category(models.Model):
+    slug = models.SlugField(primary_key=True, max_length=40)
+    name = models.CharField(max_length=80)
+    description = models.TextField(blank=True)
+    order = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["order"]
+        verbose_name_plural = "categories"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("leaderboard:category", args=[self.slug])
+
+
+class License(models.Model):
+    spdx_id = models.CharField(primary_key=True, max_length=40)
+    name = models.CharField(max_length=120)
+    score = models.FloatField(help_text="openness score L in [0.2, 1]")
+
+    class Meta:
+        ordering = ["-score", "spdx_id"]
+
+    def __str__(self) -> str:
+        return self.spdx_id
+
+
+class WeightsSpec(models.Model):
+    """A versioned ProbeScore weights spec (registry/weights/<version>.yaml)."""
+
+    version = models.CharField(primary_key=True, max_length=20)
+    released = models.CharField(max_length=20, blank=True)
+    description = models.TextField(blank=True)
+    weights = models.JSONField(help_text="component → weight; sums to 1.0, none above 0.30")
+    imputation = models.JSONField(help_text="component → imputation factor / default")
+    sha256 = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["version"]
+
+    def __str__(self) -> str:
+        return self.version
+
+
+class BaseModel(models.Model):
+    slug = models.SlugField(primary_key=True, max_length=80)
+    name = models.CharField(max_length=120)
+    family = models.CharField(max_length=40)
+    architecture = models.CharField(max_length=40)
+    n_layers = models.PositiveSmallIntegerField()
+    d_model = models.PositiveIntegerField()
+    weights_license = models.CharField(max_length=80)
+    weights_sha256 = models.CharField(max_length=64)
+    package = models.CharField(max_length=120, blank=True)
+    package_version = models.CharField(max_length=40, blank=True)
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("leaderboard:model", args=[self.slug])
+
+
+class Task(models.Model):
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        SUPERSEDED = "superseded"
+
+    slug = models.SlugField(primary_key=True, max_length=80, help_text="e.g. halueval-qa-v1")
+    category = models.ForeignKey(Category, on_delete=models.PROTECT, related_name="tasks")
+    family = models.CharField(max_length=80)
+    name = models.CharField(max_length=160)
+    description = models.TextField(blank=True)
+    positive = models.TextField(help_text="what label 1 means")
+    negative = models.TextField(blank=True, help_text="what label 0 means")
+    source = models.JSONField(default=dict, help_text="package, version, path, license, citation")
+    templates = models.JSONField(default=dict)
+    card = models.TextField(blank=True, help_text="the task card (markdown)")
+    caveats = models.TextField(blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.ACTIVE)
+    superseded_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT)
+    minted = models.CharField(max_length=20, blank=True)
+
+    class Meta:
+        ordering = ["category__order", "slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def get_absolute_url(self) -> str:
+        return reverse("leaderboard:task", args=[self.slug])
+
+
+class TaskSplit(models.Model):
+    class Name(models.TextChoices):
+        TRAIN = "train"
+        TEST = "test"
+        DISTSHIFT = "distshift"
+        HOLDOUT_POOL = "holdout_pool"
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="splits")
+    name = models.CharField(max_length=20, choices=Name.choices)
+    path = models.CharField(max_length=255)
+    rows = models.PositiveIntegerField()
+    sha256 = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["task", "name"]
+        constraints = [models.UniqueConstraint(fields=["task", "name"], name="uniq_split_per_task")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}/{self.name}"
+
+
+# --------------------------------------------------------------------------- probes
+
+
+class Probe(models.Model):
+    """A probe id: the stable identity that versions, scores and leakage records attach to."""
+
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        DEPRECATED = "deprecated"
+
+    slug = models.SlugField(unique=True, max_length=120)
+    name = models.CharField(max_length=160)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="probes")
+    category = models.ForeignKey(Category, on_delete=models.PROTECT, related_name="probes")
+    base_model = models.ForeignKey(BaseModel, on_delete=models.PROTECT, related_name="probes")
+    is_reference = models.BooleanField(
+        default=False, help_text="shipped by the maintainers (reference probes)"
+    )
+    #: "eval_awareness" marks the reference probe whose scores every auroc_ea is computed from.
+    reference_role = models.CharField(max_length=40, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.ACTIVE)
+    deprecated_reason = models.TextField(blank=True)
+    deprecated_at = models.DateTimeField(null=True, blank=True)
+    #: consecutive quarterly cycles held (drop ≤ 5 points); the badge shows from 2
+    stability_quarters = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["slug"]
+        indexes = [
+            # the board: probes of one category (and base model filter)
+            models.Index(fields=["category", "base_model"], name="probe_category_model"),
+            # the current eval-awareness reference probe of a base model
+            models.Index(fields=["base_model", "reference_role"], name="probe_reference_role"),
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def get_absolute_url(self) -> str:
+        return reverse("leaderboard:probe", args=[self.slug])
+
+
+class ProbeVersion(models.Model):
+    """One uploaded artifact of a probe; a new artifact is a new version, history is kept."""
+
+    class Input(models.TextChoices):
+        SINGLE = "single"
+        CONTRAST_PAIR = "contrast_pair"
+
+    class Position(models.TextChoices):
+        LAST_TOKEN = "last_token"
+        MEAN = "mean"
+
+    class Output(models.TextChoices):
+        LOGIT = "logit"
+        PROBABILITY = "probability"
+
+    probe = models.ForeignKey(Probe, on_delete=models.PROTECT, related_name="versions")
+    number = models.PositiveIntegerField()
+    artifact_sha256 = models.CharField(max_length=64, unique=True)
+    artifact_path = models.CharField(max_length=255, help_text="relative to ARTIFACT_ROOT")
+    artifact_bytes = models.PositiveBigIntegerField()
+    kind = models.CharField(max_length=20, help_text="linear | mlp")
+    layer = models.PositiveSmallIntegerField()
+    position = models.CharField(max_length=20, choices=Position.choices)
+    input = models.CharField(max_length=20, choices=Input.choices)
+    output = models.CharField(max_length=20, choices=Output.choices)
+    license = models.ForeignKey(License, on_delete=models.PROTECT, related_name="probe_versions")
+    authors = models.JSONField(default=list)
+    paper_url = models.URLField(blank=True, max_length=500)
+    description = models.TextField(blank=True)
+    training_data = models.JSONField(default=dict, help_text='{"tasks": [...], "external": "..."}')
+    declared_metrics = models.JSONField(default=dict, blank=True)
+    recipe = models.JSONField(null=True, blank=True)
+    metadata = models.JSONField(help_text="the submitted metadata, verbatim")
+    #: reproduction check of the recipe: null = not run (no recipe), else the numbers
+    reproduction = models.JSONField(null=True, blank=True)
+    reproduced = models.BooleanField(null=True)
+    #: declared vs measured: {"metric": {"declared", "measured", "gap"}} for gaps > 5 points
+    declared_gaps = models.JSONField(default=dict, blank=True)
+    #: the AUROC the quarterly re-evaluation compares against (set when first scored)
+    reference_auroc = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["probe", "-number"]
+        constraints = [models.UniqueConstraint(fields=["probe", "number"], name="uniq_version_number")]
+
+    def __str__(self) -> str:
+        return f"{self.probe.slug} v{self.number}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("leaderboard:probe", args=[self.probe.slug])
+
+
+class Submission(models.Model):
+    """One upload and its life: submitted → validated → queued → running → scored | failed | rejected."""
+
+    class Status(models.TextChoices):
+        SUBMITTED = "submitted"
+        VALIDATED = "validated"
+        QUEUED = "queued"
+        RUNNING = "running"
+        SCORED = "scored"
+        FAILED = "failed"
+        REJECTED = "rejected"
+
+    probe_version = models.OneToOneField(ProbeVersion, on_delete=models.PROTECT, related_name="submission")
+    submitter = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="submissions")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.SUBMITTED)
+    via = models.CharField(max_length=10, default="api", help_text="api | web | seed")
+    progress = models.FloatField(default=0.0)
+    step = models.CharField(max_length=200, blank=True)
+    failure_reason = models.TextField(blank=True, help_text="shown to the submitter")
+    rejection_reason = models.TextField(blank=True, help_text="public")
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # "my submissions" list, newest first
+            models.Index(fields=["submitter", "-created_at"], name="submission_by_user"),
+            # the maintainers' queue: open submissions, oldest first
+            models.Index(fields=["status", "created_at"], name="submission_queue"),
+        ]
+
+    def __str__(self) -> str:
+        return f"submission {self.pk} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("leaderboard:submission", args=[self.pk])
+
+    @property
+    def age(self):
+        return timezone.now() - self.created_at
+
+
+class ReevaluationCycle(models.Model):
+    """A quarterly re-evaluation (SPEC.md §5 norm 4)."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+
+    quarter = models.CharField(max_length=6, unique=True, help_text="e.g. 2026Q4")
+    triggered_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
+    #: task slug → {"path", "rows", "sha256", "ids"}: the holdout minted for this quarter
+    holdouts = models.JSONField(default=dict)
+    #: the public diff: entries with drop > 5 points, deprecations, stability changes
+    diff = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-quarter"]
+
+    def __str__(self) -> str:
+        return self.quarter
+
+    def get_absolute_url(self) -> str:
+        return reverse("leaderboard:reevaluation", args=[self.quarter])
+
+
+class CycleResult(models.Model):
+    """One probe version's outcome in one cycle: the history over quarters."""
+
+    class Outcome(models.TextChoices):
+        PENDING = "pending"
+        HELD = "held"  # drop ≤ 5 points
+        DROPPED = "dropped"  # 5 < drop ≤ 10: listed in the public diff
+        DEPRECATED = "deprecated"  # drop > 10
+        FAILED = "failed"
+
+    cycle = models.ForeignKey(ReevaluationCycle, on_delete=models.PROTECT, related_name="results")
+    probe_version = models.ForeignKey(ProbeVersion, on_delete=models.PROTECT, related_name="cycle_results")
+    reference_auroc = models.FloatField(null=True)
+    holdout_auroc = models.FloatField(null=True)
+    test_auroc = models.FloatField(null=True)
+    drop_points = models.FloatField(null=True)
+    outcome = models.CharField(max_length=20, choices=Outcome.choices, default=Outcome.PENDING)
+
+    class Meta:
+        ordering = ["cycle", "probe_version"]
+        constraints = [
+            models.UniqueConstraint(fields=["cycle", "probe_version"], name="uniq_result_per_cycle")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cycle.quarter} {self.probe_version}: {self.outcome}"
+
+
+class EvaluationRun(models.Model):
+    """One probe version × one task × one split × one base model (SPEC.md §1)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    class Kind(models.TextChoices):
+        SCORE = "score"  # the probe's own artifact on its base model
+        TRANSFER = "transfer"  # the recipe re-fit on another base model (rho_ce)
+        REFERENCE = "reference"  # the eval-awareness reference probe on this probe's test items
+        HOLDOUT = "holdout"  # quarterly re-evaluation on a minted holdout
+
+    probe_version = models.ForeignKey(ProbeVersion, on_delete=models.PROTECT, related_name="runs")
+    submission = models.ForeignKey(Submission, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
+    cycle = models.ForeignKey(ReevaluationCycle, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.SCORE)
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="runs")
+    split = models.CharField(max_length=20)
+    base_model = models.ForeignKey(BaseModel, on_delete=models.PROTECT, related_name="runs")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    progress = models.FloatField(default=0.0)
+    step = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    error_kind = models.CharField(max_length=20, blank=True, help_text="artifact | infrastructure")
+    worker_host = models.CharField(max_length=200, blank=True)
+    code_version = models.CharField(max_length=40, blank=True)
+    split_sha256 = models.CharField(max_length=64, blank=True, help_text="verified before the run")
+    cache_key = models.CharField(max_length=64, blank=True)
+    timings = models.JSONField(default=dict, blank=True)
+    #: [{"id", "label", "score", "prob"}, ...]: any metric can be recomputed from these
+    example_scores = models.JSONField(default=list, blank=True)
+    metrics = models.JSONField(default=dict, blank=True)
+    queued_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["queued_at", "pk"]
+        constraints = [
+            # one run per (version, purpose, task, split, model), outside cycles and per cycle:
+            # a message delivered twice can never create a second run
+            models.UniqueConstraint(
+                fields=["probe_version", "kind", "task", "split", "base_model"],
+                condition=models.Q(cycle__isnull=True),
+                name="uniq_run_outside_cycles",
+            ),
+            models.UniqueConstraint(
+                fields=["probe_version", "kind", "task", "split", "base_model", "cycle"],
+                condition=models.Q(cycle__isnull=False),
+                name="uniq_run_per_cycle",
+            ),
+        ]
+        indexes = [
+            # the reconciler: running runs by heartbeat age, queued runs by age
+            models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),
+            models.Index(fields=["status", "queued_at"], name="run_status_queued"),
+            # a submission's progress page
+            models.Index(fields=["submission", "status"], name="run_by_submission"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk}: {self.probe_version} {self.kind} {self.task_id}/{self.split} on {self.base_model_id}"
+
+
+class Score(models.Model):
+    """The ProbeScore of one probe version under one weights spec version."""
+
+    probe_version = models.ForeignKey(ProbeVersion, on_delete=models.CASCADE, related_name="scores")
+    spec = models.ForeignKey(WeightsSpec, on_delete=models.PROTECT, related_name="scores")
+    total = models.FloatField()
+    measured_total = models.FloatField(null=True)
+    #: component → {"value", "weight", "contribution", "imputed", "raw", "note"}
+    components = models.JSONField()
+    #: aggregate measurements the components were computed from (auroc, ece, latency_ms, ...)
+    measurements = models.JSONField(default=dict)
+    #: task slug → {"auroc", "auroc_ci", "auroc_ea", "auroc_ds", "ece", "brier", ...}
+    per_task = models.JSONField(default=dict)
+    computed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-total"]
+        constraints = [models.UniqueConstraint(fields=["probe_version", "spec"], name="uniq_score_per_spec")]
+        indexes = [
+            # the board: all scores under one spec, best first
+            models.Index(fields=["spec", "-total"], name="score_spec_total"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.probe_version} {self.spec_id}: {self.total:.4f}"
+
+
+# --------------------------------------------------------------------------- leakage
+
+
+class LeakageRecordQuerySet(models.QuerySet):
+    """Bulk writes cannot touch confirmed records (the database refuses them too)."""
+
+    def update(self, **kwargs):
+        from leaderboard.errors import ImmutableRecordError
+
+        if self.filter(status=LeakageRecord.Status.CONFIRMED).exists():
+            raise ImmutableRecordError("confirmed leakage records cannot be changed")
+        return super().update(**kwargs)
+
+    def delete(self):
+        from leaderboard.errors import ImmutableRecordError
+
+        if self.filter(status=LeakageRecord.Status.CONFIRMED).exists():
+            raise ImmutableRecordError("confirmed leakage records cannot be deleted")
+        return super().delete()
+
+
+class LeakageRecord(models.Model):
+    """A finding that a probe trained on test data. Confirmed records are public and permanent:
+    the model layer refuses to change or delete them and so does the database (triggers)."""
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        CONFIRMED = "confirmed"
+        DISMISSED = "dismissed"
+
+    class Source(models.TextChoices):
+        RULE = "rule"
+        MAINTAINER = "maintainer"
+
+    probe = models.ForeignKey(Probe, on_delete=models.PROTECT, related_name="leakage_records")
+    probe_version = models.ForeignKey(ProbeVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    source = models.CharField(max_length=20, choices=Source.choices)
+    rule = models.CharField(max_length=60, blank=True, help_text="which suspicion rule opened it")
+    summary = models.CharField(max_length=300)
+    evidence = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.OPEN)
+    public_note = models.TextField(blank=True)
+    opened_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+
+    objects = LeakageRecordQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # the public leakage page and the board's badge: confirmed records per probe
+            models.Index(fields=["status", "probe"], name="leakage_status_probe"),
+        ]
+
+    def __str__(self) -> str:
+        return f"leakage {self.pk} on {self.probe_id} ({self.status})"
+
+    def save(self, *args, **kwargs):
+        from leaderboard.errors import ImmutableRecordError
+
+        if self.pk is not None:
+            stored = type(self).objects.filter(pk=self.pk).values_list("status", flat=True).first()
+            if stored == self.Status.CONFIRMED:
+                raise ImmutableRecordError(f"leakage record {self.pk} is confirmed and cannot be changed")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        from leaderboard.errors import ImmutableRecordError
+
+        stored = type(self).objects.filter(pk=self.pk).values_list("status", flat=True).first()
+        if stored == self.Status.CONFIRMED:
+            raise ImmutableRecordError(f"leakage record {self.pk} is confirmed and cannot be deleted")
+        return super().delete(*args, **kwargs)

@@ -1,0 +1,82 @@
+"""Mirror the registry files into the database (``python manage.py sync_registry``).
+
+Idempotent: a second run with unchanged files changes nothing and reports zero changes. Rows that
+disappeared from the files are never deleted (runs and scores point at them); a task removed from
+tasks.yaml is a registry error to fix in the file, not something to delete silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from evaluator.registry import Registry, load_registry
+from leaderboard.models import BaseModel, Category, License, Task, TaskSplit, WeightsSpec
+
+
+@dataclass
+class SyncReport:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> int:
+        return len(self.created) + len(self.updated)
+
+
+def _upsert(model, report: SyncReport, label: str, lookup: dict, values: dict):
+    obj = model.objects.filter(**lookup).first()
+    if obj is None:
+        obj = model.objects.create(**lookup, **values)
+        report.created.append(label)
+        return obj
+    changed = [k for k, v in values.items() if getattr(obj, k) != v]
+    if changed:
+        for k in changed:
+            setattr(obj, k, values[k])
+        obj.save(update_fields=changed)
+        report.updated.append(f"{label} ({', '.join(changed)})")
+    return obj
+
+
+def registry_load(*, verify_hashes: bool = False) -> Registry:
+    return load_registry(settings.REGISTRY_ROOT, verify_hashes=verify_hashes)
+
+
+@transaction.atomic
+def registry_sync(*, registry: Registry | None = None, verify_hashes: bool = True) -> SyncReport:
+    reg = registry or registry_load(verify_hashes=verify_hashes)
+    report = SyncReport()
+    for order, cat in enumerate(reg.categories.values()):
+        _upsert(Category, report, f"category {cat.id}", {"slug": cat.id},
+                {"name": cat.name, "description": cat.description, "order": order})
+    for lic in reg.licenses.values():
+        _upsert(License, report, f"license {lic.id}", {"spdx_id": lic.id}, {"name": lic.name, "score": lic.score})
+    for spec in reg.specs.values():
+        _upsert(WeightsSpec, report, f"weights spec {spec.version}", {"version": spec.version},
+                {"released": spec.released, "description": spec.description.strip(),
+                 "weights": spec.weights, "imputation": spec.imputation, "sha256": spec.sha256})
+    for m in reg.models.values():
+        _upsert(BaseModel, report, f"model {m.id}", {"slug": m.id},
+                {"name": m.name, "family": m.family, "architecture": m.architecture,
+                 "n_layers": m.n_layers, "d_model": m.d_model, "weights_license": m.license,
+                 "weights_sha256": m.weights_sha256, "package": m.package,
+                 "package_version": m.package_version})
+    # Two passes: superseded_by may point at a task defined later in the file.
+    for t in reg.tasks.values():
+        card_path = Path(reg.root) / t.card if t.card else None
+        card = card_path.read_text(encoding="utf-8") if card_path and card_path.is_file() else ""
+        _upsert(Task, report, f"task {t.id}", {"slug": t.id},
+                {"category_id": t.category, "family": t.family, "name": t.name,
+                 "description": t.description, "positive": t.positive, "negative": t.negative,
+                 "source": t.source, "templates": t.templates, "card": card, "caveats": t.caveats,
+                 "status": t.status, "minted": t.minted})
+        for s in t.splits.values():
+            _upsert(TaskSplit, report, f"split {t.id}/{s.name}", {"task_id": t.id, "name": s.name},
+                    {"path": s.path, "rows": s.rows, "sha256": s.sha256})
+    for t in reg.tasks.values():
+        _upsert(Task, report, f"task {t.id}", {"slug": t.id}, {"superseded_by_id": t.superseded_by})
+    return report

@@ -1,0 +1,250 @@
+"""ProbeBench settings: one module, driven by the environment, strict.
+
+With no environment at all you get the embedded default: a SQLite file and a Celery broker that
+needs no server (kombu's filesystem transport), everything under ``PROBEBENCH_DATA_DIR``
+(default ``./var``). ``DATABASE_URL`` switches to PostgreSQL (psycopg 3), ``REDIS_URL`` to a
+Redis-backed Celery. A bad value fails here, at start-up, never at request time.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    """A setting from the environment, or from the file named by NAME_FILE (for secrets)."""
+    file_name = os.environ.get(f"{name}_FILE")
+    if file_name:
+        try:
+            return Path(file_name).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE={file_name}: {exc}") from None
+    return os.environ.get(name, default)
+
+
+def envbool(name: str, default: str) -> bool:
+    value = env(name, default)
+    if value not in ("True", "False"):
+        raise ImproperlyConfigured(f"{name} must be True or False, got {value!r}")
+    return value == "True"
+
+
+def envint(name: str, default: str, *, minimum: int = 0) -> int:
+    value = env(name, default)
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from None
+    if number < minimum:
+        raise ImproperlyConfigured(f"{name} must be >= {minimum}, got {number}")
+    return number
+
+
+def envlist(name: str, default: str) -> list[str]:
+    return [item.strip() for item in (env(name, default) or "").split(",") if item.strip()]
+
+
+# --------------------------------------------------------------------------- core
+
+DEBUG = envbool("DEBUG", "False")
+SECRET_KEY = env("SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG and env("PROBEBENCH_ENV", "development") == "production":
+        raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) must be set in production")
+    SECRET_KEY = "development-only-not-secret"  # noqa: S105 - embedded default for local use
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
+SITE_NAME = "ProbeBench"
+
+#: Everything the site writes lives under one directory: the SQLite file, uploaded artifacts,
+#: the model and activation caches, the filesystem broker. A second instance gets its own.
+DATA_DIR = Path(env("PROBEBENCH_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+MEDIA_ROOT = DATA_DIR / "media"
+ARTIFACT_ROOT = MEDIA_ROOT / "artifacts"
+#: Model weights (safetensors conversions) and activations; content-addressed, safe to share.
+CACHE_DIR = Path(env("PROBEBENCH_CACHE_DIR", str(DATA_DIR / "cache"))).resolve()
+#: The project root holding tasks.yaml and registry/ (read-only).
+REGISTRY_ROOT = Path(env("PROBEBENCH_REGISTRY_ROOT", str(BASE_DIR))).resolve()
+if not (REGISTRY_ROOT / "tasks.yaml").is_file():
+    raise ImproperlyConfigured(f"PROBEBENCH_REGISTRY_ROOT={REGISTRY_ROOT} holds no tasks.yaml")
+
+MAX_ARTIFACT_BYTES = envint("PROBEBENCH_MAX_ARTIFACT_MB", "50", minimum=1) * 1024 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "leaderboard",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "probebench.urls"
+WSGI_APPLICATION = "probebench.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --------------------------------------------------------------------------- database
+
+DATABASE_URL = env("DATABASE_URL")
+if DATABASE_URL:
+    if not DATABASE_URL.startswith(("postgres://", "postgresql://")):
+        raise ImproperlyConfigured(f"DATABASE_URL must be a postgresql:// URL, got {DATABASE_URL!r}")
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+else:
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "probebench.sqlite3",
+            "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE"},
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --------------------------------------------------------------------------- celery
+
+REDIS_URL = env("REDIS_URL")
+if REDIS_URL:
+    if not REDIS_URL.startswith(("redis://", "rediss://")):
+        raise ImproperlyConfigured(f"REDIS_URL must be a redis:// URL, got {REDIS_URL!r}")
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_RESULT_BACKEND = REDIS_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": 3600}
+else:
+    BROKER_DIR = DATA_DIR / "broker"
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "control_folder": str(BROKER_DIR / "control"),
+        "processed_folder": str(BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+    CELERY_RESULT_BACKEND = None
+#: Run tasks in-process (tests, and `manage.py` one-offs when no worker is running).
+CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", "False")
+CELERY_TASK_EAGER_PROPAGATES = True
+
+#: A running run whose heartbeat is older than this is considered abandoned by its worker.
+RUN_HEARTBEAT_TIMEOUT_S = envint("PROBEBENCH_HEARTBEAT_TIMEOUT_S", "300", minimum=10)
+#: A queued run not started after this long is re-published to the broker (lost message).
+RUN_REQUEUE_AFTER_S = envint("PROBEBENCH_REQUEUE_AFTER_S", "600", minimum=10)
+RECONCILE_EVERY_S = envint("PROBEBENCH_RECONCILE_EVERY_S", "60", minimum=5)
+#: Which base models the workers may run (comma-separated ids; empty = all in models.yaml).
+ENABLED_MODELS = envlist("PROBEBENCH_MODELS", "")
+
+# --------------------------------------------------------------------------- API
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+        "rest_framework.throttling.ScopedRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env("PROBEBENCH_RATE_ANON", "600/min"),
+        "user": env("PROBEBENCH_RATE_USER", "1200/min"),
+        "submissions": env("PROBEBENCH_RATE_SUBMISSIONS", "20/hour"),
+        "maintainer": env("PROBEBENCH_RATE_MAINTAINER", "60/hour"),
+    },
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "ProbeBench API",
+    "DESCRIPTION": "Submit activation probes and read the leaderboard. Every number is measured by "
+    "ProbeBench workers on real base models.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "probebench"}
+}
+if REDIS_URL:
+    CACHES["default"] = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+
+# --------------------------------------------------------------------------- the rest
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "leaderboard:index"
+LOGOUT_REDIRECT_URL = "leaderboard:index"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_SAMESITE = "Lax"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+if env("PROBEBENCH_ENV", "development") == "production":
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
