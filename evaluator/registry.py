@@ -130,6 +130,12 @@ class ModelSpec:
     weights_sha256: str
     dtype: str = "float32"
     encoder: bool = False
+    #: import name of the package (found without importing it); default: package with _ for -
+    module: str = ""
+    #: the file is produced by the package's ``assemble(output_path)`` (chunked GGUF packages)
+    assembled: bool = False
+    #: bf16 compute validated to give the same probe results as fp32 (used where bf16 is native)
+    bf16_ok: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -270,7 +270,7 @@ class Submission(models.Model):
         return f"submission {self.pk} ({self.status})"
 
     def get_absolute_url(self) -> str:
-        return reverse("leaderboard:submission", args=[self.pk])
+        return reverse("submit:detail", args=[self.pk])
 
     @property
     def age(self):
@@ -348,6 +348,7 @@ class EvaluationRun(models.Model):
         TRANSFER = "transfer"  # the recipe re-fit on another base model (rho_ce)
         REFERENCE = "reference"  # the eval-awareness reference probe on this probe's test items
         HOLDOUT = "holdout"  # quarterly re-evaluation on a minted holdout
+        REPRODUCE = "reproduce"  # the recipe re-run on the train split, compared with the artifact
 
     probe_version = models.ForeignKey(ProbeVersion, on_delete=models.PROTECT, related_name="runs")
     submission = models.ForeignKey(Submission, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")

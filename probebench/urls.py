@@ -5,5 +5,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/", include("leaderboard.api_urls")),
+    path("api/v1/", include(("leaderboard.api_submit_urls", "api-submit"))),
+    path("", include("leaderboard.submit_urls")),
     path("", include("leaderboard.urls")),
 ]

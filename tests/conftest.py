@@ -1,6 +1,7 @@
-import pytest
+"""Shared fixtures: named personas and the real registry mirrored into the test database.
+Django-dependent imports stay inside fixtures so evaluator tests can run with ``-p no:django``."""
 
-from tests.factories import UserFactory
+import pytest
 
 
 @pytest.fixture
@@ -13,14 +14,20 @@ def registry(db):
 
 @pytest.fixture
 def researcher(db):
+    from tests.factories import UserFactory
+
     return UserFactory(username="ada")
 
 
 @pytest.fixture
 def stranger(db):
+    from tests.factories import UserFactory
+
     return UserFactory(username="mallory")
 
 
 @pytest.fixture
 def maintainer(db):
+    from tests.factories import UserFactory
+
     return UserFactory(username="grace", is_staff=True, is_superuser=True)

@@ -85,6 +85,12 @@ class BuildContext:
             self._cache[package] = self.open_archive(package)
         return self._cache[package]
 
+    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
+        """Compute a parsed source once per build run (e.g. the 16 MB cities file)."""
+        if f"memo:{key}" not in self._cache:
+            self._cache[f"memo:{key}"] = compute()
+        return self._cache[f"memo:{key}"]
+
 
 # --------------------------------------------------------------------------- randomness
 

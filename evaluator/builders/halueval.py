@@ -48,6 +48,10 @@ def _strip_answer(text: str) -> str:
 
 
 def load_qa(ctx: BuildContext) -> list[QAItem]:
+    return ctx.memo("halueval-qa", lambda: _parse_qa(ctx))
+
+
+def _parse_qa(ctx: BuildContext) -> list[QAItem]:
     lines = ctx.archive(PACKAGE).read_text(QA_PATH).splitlines()
     items = []
     for i, line in enumerate(lines):
@@ -82,7 +86,7 @@ def _qa_text(item: QAItem, answer: str, *, with_context: bool) -> str:
 
 def build_halueval_qa(ctx: BuildContext) -> BuiltTask:
     matched = [it for it in load_qa(ctx) if _is_matched(it)]
-    parts = partition(matched, {"train": 350, "test": 150, "distshift": 120, "holdout_pool": 250}, TASK_ID)
+    parts = partition(matched, {"train": 320, "test": 150, "distshift": 100, "holdout_pool": 240}, TASK_ID)
     splits: dict[str, list[Row]] = {}
     for split, items in parts.items():
         rows = []

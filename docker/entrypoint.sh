@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# web | worker | beat | manage ARGS...
+set -euo pipefail
+role="${1:-web}"
+shift || true
+case "$role" in
+  web)
+    python manage.py migrate --noinput
+    python manage.py sync_registry
+    exec gunicorn probebench.wsgi:application --bind 0.0.0.0:8000 --workers "${WEB_WORKERS:-3}" --access-logfile -
+    ;;
+  worker)
+    # One evaluation at a time per worker process: a run holds a base model in memory.
+    exec celery -A probebench worker -Q "${WORKER_QUEUES:-gpu,default}" --concurrency "${WORKER_CONCURRENCY:-1}" \
+      --hostname "worker@%h" --loglevel INFO
+    ;;
+  beat)
+    exec celery -A probebench beat --loglevel INFO --schedule /data/celerybeat-schedule
+    ;;
+  manage)
+    exec python manage.py "$@"
+    ;;
+  *)
+    echo "unknown role $role: web | worker | beat | manage ARGS" >&2
+    exit 2
+    ;;
+esac

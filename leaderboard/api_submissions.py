@@ -1,0 +1,160 @@
+"""Submission API (v1): one view per action, token authentication, rate-limited submits.
+
+POST /api/v1/submissions        multipart: artifact (.safetensors), metadata (JSON), recipe (JSON)
+GET  /api/v1/submissions        the caller's submissions, paginated (count, next, previous, results)
+GET  /api/v1/submissions/{id}   status, progress, per-run states, failure/rejection reason, and
+                                once scored the per-task metrics and the ProbeScore per spec
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from leaderboard.errors import ServiceError
+from leaderboard.selectors_submit import submission_detail_get, submissions_for_user
+from leaderboard.services import submission_create
+
+ErrorSerializer = inline_serializer(
+    "Error", fields={"error": serializers.CharField(), "field": serializers.CharField(allow_null=True)}
+)
+
+
+def error_response(exc: ServiceError) -> Response:
+    return Response({"error": exc.message, "field": exc.field, **exc.extra}, status=exc.status_code)
+
+
+class RunSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="pk")
+    kind = serializers.CharField()
+    task = serializers.CharField(source="task_id")
+    split = serializers.CharField()
+    base_model = serializers.CharField(source="base_model_id")
+    status = serializers.CharField()
+    progress = serializers.FloatField()
+    step = serializers.CharField()
+    attempts = serializers.IntegerField()
+    error = serializers.CharField()
+
+
+class SubmissionOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="pk")
+    status = serializers.CharField()
+    url = serializers.SerializerMethodField()
+    probe = serializers.CharField(source="probe_version.probe.slug")
+    version = serializers.IntegerField(source="probe_version.number")
+    artifact_sha256 = serializers.CharField(source="probe_version.artifact_sha256")
+    created_at = serializers.DateTimeField()
+    age_days = serializers.SerializerMethodField()
+
+    def get_url(self, obj) -> str:
+        request = self.context.get("request")
+        path = f"/api/v1/submissions/{obj.pk}"
+        return request.build_absolute_uri(path) if request else path
+
+    def get_age_days(self, obj) -> float:
+        return round(obj.age.total_seconds() / 86400, 2)
+
+
+class SubmissionDetailSerializer(SubmissionOutputSerializer):
+    progress = serializers.FloatField()
+    step = serializers.CharField()
+    failure_reason = serializers.CharField()
+    rejection_reason = serializers.CharField()
+    runs = RunSerializer(many=True, source="runs_sorted")
+    page = serializers.SerializerMethodField()
+    scores = serializers.SerializerMethodField()
+    per_task = serializers.SerializerMethodField()
+    reproduced = serializers.BooleanField(source="probe_version.reproduced", allow_null=True)
+    declared_gaps = serializers.JSONField(source="probe_version.declared_gaps")
+
+    def get_page(self, obj) -> str:
+        request = self.context.get("request")
+        return request.build_absolute_uri(obj.get_absolute_url()) if request else obj.get_absolute_url()
+
+    def get_scores(self, obj) -> dict:
+        return {
+            s.spec_id: {"total": s.total, "measured_total": s.measured_total, "components": s.components,
+                        "measurements": s.measurements}
+            for s in obj.scores_sorted
+        }
+
+    def get_per_task(self, obj) -> dict:
+        return obj.scores_sorted[0].per_task if obj.scores_sorted else {}
+
+
+class SubmissionInputSerializer(serializers.Serializer):
+    artifact = serializers.FileField(help_text="probe.safetensors", allow_empty_file=True)
+    metadata = serializers.CharField(help_text="JSON: the probe.json written by `python -m evaluator train`")
+    recipe = serializers.CharField(required=False, allow_blank=True, help_text="optional JSON recipe")
+
+
+class SubmissionListCreateApi(APIView):
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    permission_classes = [IsAuthenticated]
+    parser_classes = [MultiPartParser, FormParser]
+    throttle_scope = "submissions"
+
+    def get_throttles(self):
+        # Only submitting is rate-limited per user; reading your own list is not.
+        if self.request.method != "POST":
+            return []
+        return super().get_throttles()
+
+    @extend_schema(
+        operation_id="submissions_create",
+        request=SubmissionInputSerializer,
+        responses={
+            201: inline_serializer("SubmissionCreated", fields={
+                "id": serializers.IntegerField(), "status": serializers.CharField(), "url": serializers.URLField()}),
+            400: OpenApiResponse(ErrorSerializer, description="invalid metadata or artifact"),
+            401: OpenApiResponse(description="no or invalid token"),
+            409: OpenApiResponse(ErrorSerializer, description="the same artifact was already submitted"),
+            413: OpenApiResponse(ErrorSerializer, description="artifact over the size limit"),
+        },
+    )
+    def post(self, request):
+        data = {k: request.data.get(k) for k in ("metadata", "recipe")}
+        missing = [k for k in ("artifact", "metadata") if not request.data.get(k)]
+        if "artifact" in missing and "artifact" in request.FILES:
+            missing.remove("artifact")
+        if missing:
+            return Response({"error": f"missing field(s): {', '.join(missing)}; a submission is multipart with"
+                             " artifact (.safetensors file) and metadata (JSON)", "field": missing[0]},
+                            status=status.HTTP_400_BAD_REQUEST)
+        artifact = request.FILES.get("artifact")
+        if artifact is None:
+            return Response({"error": "artifact: must be an uploaded file (multipart)", "field": "artifact"},
+                            status=status.HTTP_400_BAD_REQUEST)
+        try:
+            sub = submission_create(user=request.user, artifact=artifact, metadata=data["metadata"],
+                                    recipe=data["recipe"] or None, via="api")
+        except ServiceError as exc:
+            return error_response(exc)
+        out = SubmissionOutputSerializer(sub, context={"request": request}).data
+        return Response({"id": out["id"], "status": out["status"], "url": out["url"]}, status=status.HTTP_201_CREATED)
+
+    @extend_schema(operation_id="submissions_list", responses=SubmissionOutputSerializer(many=True))
+    def get(self, request):
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(submissions_for_user(user=request.user), request, view=self)
+        data = SubmissionOutputSerializer(page, many=True, context={"request": request}).data
+        return paginator.get_paginated_response(data)
+
+
+class SubmissionDetailApi(APIView):
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(operation_id="submissions_retrieve", responses={200: SubmissionDetailSerializer, 404: ErrorSerializer})
+    def get(self, request, pk: int):
+        sub = submission_detail_get(pk=pk, user=request.user)
+        if sub is None:  # someone else's submission is indistinguishable from a missing one
+            return Response({"error": "no such submission", "field": None}, status=status.HTTP_404_NOT_FOUND)
+        return Response(SubmissionDetailSerializer(sub, context={"request": request}).data)

@@ -1,0 +1,10 @@
+"""Routes of the submission API, included under /api/v1/."""
+
+from django.urls import path
+
+from leaderboard.api_submissions import SubmissionDetailApi, SubmissionListCreateApi
+
+urlpatterns = [
+    path("submissions", SubmissionListCreateApi.as_view(), name="submissions"),
+    path("submissions/<int:pk>", SubmissionDetailApi.as_view(), name="submission-detail"),
+]

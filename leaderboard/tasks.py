@@ -1,0 +1,30 @@
+"""Celery tasks: thin, idempotent wrappers that take an id and call a service.
+
+Evaluation runs go to the ``gpu`` queue with ``acks_late`` (a worker that dies mid-run leaves
+the message to be redelivered; the conditional claim in the service makes a redelivery of a run
+that is already running or finished a no-op). Retries with backoff live here, state rules in the
+service.
+"""
+
+from celery import shared_task
+
+from leaderboard import services
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(services.InfrastructureFault,),
+    retry_backoff=10,
+    retry_backoff_max=300,
+    retry_jitter=True,
+    max_retries=services.MAX_ATTEMPTS,
+)
+def evaluation_run_execute_task(self, run_id: int) -> str:
+    return services.evaluation_run_execute(run_id=run_id, worker=self.request.hostname)
+
+
+@shared_task(acks_late=True)
+def evaluation_runs_reconcile_task() -> dict:
+    return services.evaluation_runs_reconcile()

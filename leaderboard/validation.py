@@ -1,0 +1,194 @@
+"""Validation of a submission's metadata (SPEC.md §2), shared by the API and the web form.
+
+Each problem is a ValidationFailed naming the field, what was wrong and what is accepted. The
+artifact bytes themselves are validated by ``evaluator.probes`` against the base model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import URLValidator
+
+from leaderboard.errors import ValidationFailed
+from leaderboard.models import BaseModel, Category, License, Task
+
+POSITIONS = ("last_token", "mean")
+INPUTS = ("single", "contrast_pair")
+OUTPUTS = ("logit", "probability")
+RECIPE_METHODS = ("logistic_regression", "diff_of_means", "pca_unsupervised", "lda", "mlp")
+KNOWN_FIELDS = {
+    "name", "category", "base_model", "layer", "position", "input", "output", "license", "authors",
+    "paper_url", "description", "training_data", "declared_metrics", "recipe", "probe",
+}
+DECLARABLE_METRICS = ("auroc", "auroc_ea", "auroc_ds", "ece", "brier", "rho_ce", "latency_ms")
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{1,118}[a-z0-9]$")
+
+
+@dataclass
+class CleanMetadata:
+    name: str
+    category: Category
+    base_model: BaseModel
+    layer: int
+    position: str
+    input: str
+    output: str
+    license: License
+    authors: list[str]
+    paper_url: str
+    description: str
+    training_data: dict[str, Any]
+    declared_metrics: dict[str, float]
+    recipe: dict[str, Any] | None
+    probe_slug: str | None  # a new version of an existing probe of the submitter
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def _fail(field_name: str, message: str):
+    raise ValidationFailed(f"{field_name}: {message}", field=field_name)
+
+
+def parse_json_field(value: Any, field_name: str) -> Any:
+    """A JSON form field: a dict already, or a JSON string (multipart)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (dict, list)):
+        return value
+    if hasattr(value, "read"):  # an uploaded probe.json file
+        value = value.read()
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="replace")
+    try:
+        return json.loads(value)
+    except (TypeError, json.JSONDecodeError) as exc:
+        _fail(field_name, f"not valid JSON ({exc})")
+
+
+def metadata_validate(metadata: Any, *, recipe: Any = None) -> CleanMetadata:
+    if not isinstance(metadata, dict):
+        _fail("metadata", "expected a JSON object (the probe.json written by `python -m evaluator train`)")
+    unknown = sorted(set(metadata) - KNOWN_FIELDS)
+    if unknown:
+        _fail("metadata", f"unknown field(s) {', '.join(unknown)}; accepted: {', '.join(sorted(KNOWN_FIELDS))}")
+    for required in ("name", "category", "base_model", "layer", "position", "input", "output", "license"):
+        if metadata.get(required) in (None, ""):
+            _fail(required, "this field is required")
+
+    name = str(metadata["name"]).strip()
+    if not 3 <= len(name) <= 160:
+        _fail("name", "must be 3 to 160 characters")
+
+    category = Category.objects.filter(slug=metadata["category"]).first()
+    if category is None:
+        accepted = ", ".join(Category.objects.values_list("slug", flat=True))
+        _fail("category", f"unknown category {metadata['category']!r}; accepted: {accepted}")
+
+    base_model = BaseModel.objects.filter(slug=metadata["base_model"], is_active=True).first()
+    if base_model is None:
+        accepted = ", ".join(BaseModel.objects.filter(is_active=True).values_list("slug", flat=True))
+        _fail("base_model", f"unknown base model {metadata['base_model']!r}; accepted: {accepted}")
+
+    layer = metadata["layer"]
+    if isinstance(layer, bool) or not isinstance(layer, int):
+        _fail("layer", f"must be an integer, got {layer!r}")
+    if not 0 <= layer <= base_model.n_layers:
+        _fail("layer", f"{layer} is out of range for {base_model.slug}: accepted 0..{base_model.n_layers}")
+
+    for key, accepted in (("position", POSITIONS), ("input", INPUTS), ("output", OUTPUTS)):
+        if metadata[key] not in accepted:
+            _fail(key, f"{metadata[key]!r} is not accepted; accepted: {', '.join(accepted)}")
+
+    license_ = License.objects.filter(spdx_id=metadata["license"]).first()
+    if license_ is None:
+        accepted = ", ".join(License.objects.order_by("spdx_id").values_list("spdx_id", flat=True))
+        _fail("license", f"{metadata['license']!r} is not in the license registry; accepted: {accepted}")
+
+    authors = metadata.get("authors") or []
+    if isinstance(authors, str):
+        authors = [a.strip() for a in authors.split(",") if a.strip()]
+    if not isinstance(authors, list) or not all(isinstance(a, str) for a in authors):
+        _fail("authors", "must be a list of names")
+
+    paper_url = (metadata.get("paper_url") or "").strip()
+    if paper_url:
+        try:
+            URLValidator(schemes=["http", "https"])(paper_url)
+        except DjangoValidationError:
+            _fail("paper_url", f"{paper_url!r} is not an http(s) URL")
+
+    training_data = metadata.get("training_data") or {}
+    if not isinstance(training_data, dict):
+        _fail("training_data", 'must be an object like {"tasks": ["task-id"], "external": "..."}')
+    declared_tasks = training_data.get("tasks") or []
+    if not isinstance(declared_tasks, list):
+        _fail("training_data", "tasks must be a list of task ids")
+    known_tasks = set(Task.objects.filter(slug__in=declared_tasks).values_list("slug", flat=True))
+    missing = [t for t in declared_tasks if t not in known_tasks]
+    if missing:
+        _fail("training_data", f"unknown task id(s) {', '.join(map(str, missing))}")
+
+    declared = metadata.get("declared_metrics") or {}
+    if not isinstance(declared, dict):
+        _fail("declared_metrics", "must be an object of metric → number")
+    for key, value in declared.items():
+        if key not in DECLARABLE_METRICS:
+            _fail("declared_metrics", f"unknown metric {key!r}; accepted: {', '.join(DECLARABLE_METRICS)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            _fail("declared_metrics", f"{key} must be a number")
+
+    recipe = recipe if recipe is not None else metadata.get("recipe")
+    if recipe is not None:
+        recipe = _recipe_validate(recipe, base_model=base_model)
+
+    probe_slug = metadata.get("probe")
+    if probe_slug is not None and (not isinstance(probe_slug, str) or not _SLUG.match(probe_slug)):
+        _fail("probe", "must be the slug of one of your probes (to upload a new version)")
+
+    return CleanMetadata(
+        name=name,
+        category=category,
+        base_model=base_model,
+        layer=layer,
+        position=metadata["position"],
+        input=metadata["input"],
+        output=metadata["output"],
+        license=license_,
+        authors=authors,
+        paper_url=paper_url,
+        description=str(metadata.get("description") or "")[:5000],
+        training_data={"tasks": declared_tasks, "external": str(training_data.get("external") or "")},
+        declared_metrics={k: float(v) for k, v in declared.items()},
+        recipe=recipe,
+        probe_slug=probe_slug,
+        raw=metadata,
+    )
+
+
+def _recipe_validate(recipe: Any, *, base_model: BaseModel) -> dict:
+    if not isinstance(recipe, dict):
+        _fail("recipe", "must be an object (see docs/ARCHITECTURE.md)")
+    method = recipe.get("method")
+    if method not in RECIPE_METHODS:
+        _fail("recipe", f"method {method!r} is not accepted; accepted: {', '.join(RECIPE_METHODS)}")
+    task = recipe.get("task")
+    if not Task.objects.filter(slug=task).exists():
+        _fail("recipe", f"task {task!r} is not a task id")
+    layer = recipe.get("layer")
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= base_model.n_layers:
+        _fail("recipe", f"layer must be an integer in 0..{base_model.n_layers}")
+    if recipe.get("position", "last_token") not in POSITIONS:
+        _fail("recipe", f"position must be one of {', '.join(POSITIONS)}")
+    if recipe.get("input", "single") not in INPUTS:
+        _fail("recipe", f"input must be one of {', '.join(INPUTS)}")
+    seed = recipe.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        _fail("recipe", "seed must be an integer")
+    hyper = recipe.get("hyperparameters", {})
+    if not isinstance(hyper, dict):
+        _fail("recipe", "hyperparameters must be an object")
+    return recipe

@@ -1,0 +1,97 @@
+"""Pages for researchers: sign up, the submission form, a submission's live status, the API token."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+from rest_framework.authtoken.models import Token
+
+from leaderboard.errors import ServiceError
+from leaderboard.forms import SignupForm, SubmissionForm
+from leaderboard.models import Submission
+from leaderboard.selectors_submit import submission_detail_get
+from leaderboard.services import submission_create
+
+# form field that shows a service error about a metadata key
+FIELD_FOR = {"training_data": "training_tasks", "declared_metrics": "declared_auroc", "metadata": None}
+
+
+@require_http_methods(["GET", "POST"])
+def signup(request):
+    form = SignupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = form.save()
+        login(request, user)
+        return redirect("submit:new")
+    return render(request, "leaderboard/signup.html", {"form": form})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def submit(request):
+    form = SubmissionForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            submission = submission_create(
+                user=request.user, artifact=form.cleaned_data["artifact"], metadata=form.metadata(),
+                recipe=form.cleaned_data["recipe"] or None, via="web",
+            )
+        except ServiceError as exc:
+            field = FIELD_FOR.get(exc.field, exc.field)
+            form.add_error(field if field in form.fields else None, exc.message)
+            if "existing_url" in exc.extra:
+                messages.info(request, f"The existing probe: {exc.extra['existing_url']}")
+        else:
+            messages.success(request, "Submitted: your probe is queued for evaluation.")
+            return redirect(submission)
+    status = 200 if request.method == "GET" or form.is_valid() and not form.errors else 400
+    return render(request, "leaderboard/submit.html", {"form": form}, status=status)
+
+
+def _visible_submission(request, pk: int) -> Submission:
+    """A submission's details are private to its submitter (and staff): anyone else gets 404."""
+    if not request.user.is_authenticated:
+        raise Http404("no such submission")
+    sub = submission_detail_get(pk=pk, user=request.user)
+    if sub is None:
+        raise Http404("no such submission")
+    return sub
+
+
+@login_required
+def submission_detail(request, pk: int):
+    sub = _visible_submission(request, pk)
+    return render(request, "leaderboard/submission.html", {"sub": sub, "runs": sub.runs_sorted})
+
+
+@login_required
+def submission_status(request, pk: int):
+    """The live part of the submission page, polled by the page's script."""
+    sub = _visible_submission(request, pk)
+    return render(request, "leaderboard/_submission_status.html", {"sub": sub, "runs": sub.runs_sorted})
+
+
+@login_required
+def my_submissions(request):
+    subs = Submission.objects.filter(submitter=request.user).select_related("probe_version__probe")[:200]
+    return render(request, "leaderboard/my_submissions.html", {"submissions": subs})
+
+
+@login_required
+def account(request):
+    token = Token.objects.filter(user=request.user).first()
+    return render(request, "leaderboard/account.html", {"token": token})
+
+
+@login_required
+@require_POST
+def account_token(request):
+    """Create or replace the user's API token (CSRF-protected POST)."""
+    Token.objects.filter(user=request.user).delete()
+    Token.objects.create(user=request.user)
+    messages.success(request, "A new API token was created; the old one no longer works.")
+    return redirect("submit:account")
