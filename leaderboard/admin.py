@@ -1,9 +1,11 @@
 """The maintainers' admin. Registry mirrors are read-only here (edit the files, then
 ``sync_registry``); measured rows (runs, scores) are read-only (only the workers write them)."""
 
+from django import forms
 from django.contrib import admin
 
 from leaderboard import models as m
+from leaderboard.errors import ServiceError
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -99,7 +101,6 @@ class SubmissionAdmin(admin.ModelAdmin):
 
     @admin.action(description="Reject selected submissions (uses each one's rejection reason)")
     def reject_selected(self, request, queryset):
-        from leaderboard.errors import ServiceError
         from leaderboard.services import submission_reject
 
         for sub in queryset:
@@ -132,10 +133,84 @@ class CycleResultInline(admin.TabularInline):
         return False
 
 
+class CycleStartForm(forms.ModelForm):
+    class Meta:
+        model = m.ReevaluationCycle
+        fields = ("quarter",)
+
+    def clean_quarter(self):
+        from evaluator.errors import EvaluatorError
+        from evaluator.holdouts import quarter_validate
+
+        quarter = self.cleaned_data["quarter"]
+        try:
+            quarter_validate(quarter)
+        except EvaluatorError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return quarter
+
+
 @admin.register(m.ReevaluationCycle)
-class ReevaluationCycleAdmin(ReadOnlyAdmin):
-    list_display = ("quarter", "status", "triggered_by", "started_at", "finished_at")
+class ReevaluationCycleAdmin(admin.ModelAdmin):
+    """Start a quarterly cycle with "Add" (the quarter only); everything else is read-only."""
+
+    list_display = ("quarter", "status", "triggered_by", "started_at", "finished_at", "run_progress")
     inlines = [CycleResultInline]
+    readonly_fields = ("quarter", "status", "triggered_by", "holdouts", "diff", "error", "started_at", "finished_at")
+
+    def get_form(self, request, obj=None, **kwargs):
+        if obj is None:
+            kwargs["form"] = CycleStartForm
+            kwargs["fields"] = ("quarter",)
+        return super().get_form(request, obj, **kwargs)
+
+    def get_readonly_fields(self, request, obj=None):
+        return () if obj is None else self.readonly_fields
+
+    def get_inlines(self, request, obj):
+        return self.inlines if obj is not None else []
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_add_permission(self, request):
+        return request.user.is_staff
+
+    @admin.display(description="runs done")
+    def run_progress(self, obj):
+        total = obj.runs.count()
+        done = obj.runs.filter(status__in=["succeeded", "failed"]).count()
+        return f"{done}/{total}"
+
+    def save_model(self, request, obj, form, change):
+        from leaderboard.reevaluation import reevaluation_start
+
+        try:
+            cycle = reevaluation_start(quarter=obj.quarter, by=request.user)
+        except ServiceError as exc:
+            self.message_user(request, exc.message, level="error")
+            raise _CycleNotStarted from None
+        obj.pk = cycle.pk
+
+    def add_view(self, request, form_url="", extra_context=None):
+        try:
+            return super().add_view(request, form_url, extra_context)
+        except _CycleNotStarted:
+            from django.shortcuts import redirect
+
+            return redirect("admin:leaderboard_reevaluationcycle_changelist")
+
+
+class _CycleNotStarted(Exception):
+    pass
+
+
+@admin.register(m.ReferenceUpdate)
+class ReferenceUpdateAdmin(ReadOnlyAdmin):
+    list_display = ("base_model", "old_version", "new_version", "status", "created_at")
 
 
 @admin.register(m.LeakageRecord)

@@ -2,9 +2,11 @@
 
 from django.urls import path
 
+from leaderboard.api_maintainers import ReevaluationStartApi
 from leaderboard.api_submissions import SubmissionDetailApi, SubmissionListCreateApi
 
 urlpatterns = [
     path("submissions", SubmissionListCreateApi.as_view(), name="submissions"),
     path("submissions/<int:pk>", SubmissionDetailApi.as_view(), name="submission-detail"),
+    path("maintainer/reevaluations", ReevaluationStartApi.as_view(), name="reevaluation-start"),
 ]

@@ -506,3 +506,30 @@ class LeakageRecord(models.Model):
         if stored == self.Status.CONFIRMED:
             raise ImmutableRecordError(f"leakage record {self.pk} is confirmed and cannot be deleted")
         return super().delete(*args, **kwargs)
+
+
+class ReferenceUpdate(models.Model):
+    """A new version of a base model's eval-awareness reference probe, and the public diff of
+    every auroc_ea and ProbeScore it changed (recomputed from stored per-example scores)."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"  # the new reference is scoring the dependents' test items
+        COMPLETED = "completed"
+        FAILED = "failed"
+
+    base_model = models.ForeignKey(BaseModel, on_delete=models.PROTECT, related_name="reference_updates")
+    old_version = models.ForeignKey(ProbeVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    new_version = models.ForeignKey(ProbeVersion, on_delete=models.PROTECT, related_name="+")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
+    #: [{"probe", "version", "task", "auroc_ea_before", "auroc_ea_after", "total_before", "total_after"}]
+    diff = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["new_version"], name="uniq_update_per_version")]
+
+    def __str__(self) -> str:
+        return f"eval-awareness reference update on {self.base_model_id} → {self.new_version}"

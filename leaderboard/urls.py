@@ -1,3 +1,6 @@
+"""Public pages (namespace "leaderboard"). The researcher pages (sign-up, submit, a submission's
+status, the API token) live in leaderboard/submit_urls.py (namespace "submit")."""
+
 from django.urls import path
 
 from leaderboard import views
@@ -8,8 +11,16 @@ urlpatterns = [
     path("", views.index, name="index"),
     path("category/<slug:slug>/", views.category, name="category"),
     path("probes/<slug:slug>/", views.probe, name="probe"),
+    path("probes/<slug:slug>/v<int:number>/artifact", views.artifact, name="artifact"),
+    path("tasks/", views.task_list, name="tasks"),
     path("tasks/<slug:slug>/", views.task, name="task"),
+    path("models/", views.model_list, name="models"),
     path("models/<slug:slug>/", views.model, name="model"),
-    path("submissions/<int:pk>/", views.submission, name="submission"),
+    path("methodology/", views.methodology, name="methodology"),
+    path("reevaluations/", views.reevaluation_list, name="reevaluations"),
     path("reevaluations/<str:quarter>/", views.reevaluation, name="reevaluation"),
+    path("leakage/", views.leakage, name="leakage"),
+    path("queue/", views.queue, name="queue"),
+    # Submission.get_absolute_url: the submitter's own status page (owned by views_submit)
+    path("submissions/<int:pk>/", views.submission, name="submission"),
 ]

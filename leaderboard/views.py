@@ -1,35 +1,278 @@
-"""Public pages. Minimal until the leaderboard pages land; reads go through selectors."""
+"""Public pages. Views are thin: parse the request, call a selector, render a template.
 
-from django.shortcuts import get_object_or_404, render
+Every public page is cacheable (``Cache-Control: public, max-age``) with an ETag, and works without
+JavaScript: sorting, filters and the spec switch are plain links and GET forms.
+"""
 
-from leaderboard.models import BaseModel, Category, Probe, ReevaluationCycle, Submission, Task
+from __future__ import annotations
+
+import importlib.util
+from functools import wraps
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.core.paginator import Paginator
+from django.http import FileResponse, Http404
+from django.shortcuts import render
+from django.utils.cache import patch_cache_control
+from django.views.decorators.http import conditional_page, require_safe
+
+from leaderboard import plots, selectors
+from leaderboard.selectors import BoardQueryError
+
+PUBLIC_MAX_AGE = 60
+BOARD_PAGE_SIZE = 100
 
 
+def public_page(view):
+    """GET/HEAD only, ``Cache-Control: public, max-age=…`` and ETag / 304 on every response."""
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        response = view(request, *args, **kwargs)
+        if response.status_code == 200:
+            patch_cache_control(response, public=True, max_age=PUBLIC_MAX_AGE)
+        return response
+
+    return require_safe(conditional_page(wrapped))
+
+
+def _bad_request(request, exc: BoardQueryError):
+    return render(request, "leaderboard/error.html", {"message": exc.message, "param": exc.param}, status=400)
+
+
+def _with(params, **changes) -> str:
+    """The current query string with ``changes`` applied (None removes a key)."""
+    merged = {k: v for k, v in params.items() if v not in ("", None)}
+    for key, value in changes.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return "?" + urlencode(merged) if merged else "?"
+
+
+def _sort_headers(board: selectors.Board, params) -> list[dict]:
+    """The sortable column headers: label, weight, link and aria-sort."""
+    q = board.query
+    columns = [{"key": "score", "label": "ProbeScore", "short": "ProbeScore", "weight": None}]
+    if q.measured_only:
+        columns[0] |= {"key": "measured", "label": "Measured-only score", "short": "Measured"}
+    columns += [
+        {"key": c["name"], "label": c["label"], "short": c["short"], "weight": c["weight"]} for c in board.components
+    ]
+    headers = []
+    for col in columns:
+        active = q.sort == col["key"]
+        if active:
+            flip = "asc" if q.descending else "desc"
+            href = _with(params, sort=col["key"], dir=flip, page=None)
+            aria = "descending" if q.descending else "ascending"
+        else:
+            href = _with(params, sort=None if col["key"] == "score" else col["key"], dir=None, page=None)
+            aria = "none"
+        headers.append(col | {"href": href, "aria_sort": aria, "active": active})
+    return headers
+
+
+def _board_context(request, board: selectors.Board) -> dict:
+    params = request.GET
+    page = Paginator(board.rows, BOARD_PAGE_SIZE).get_page(params.get("page"))
+    return {
+        "board": board,
+        "page_obj": page,
+        "rows": page.object_list,
+        "headers": _sort_headers(board, params),
+        "choices": selectors.board_filter_choices(),
+        "statuses": selectors.BOARD_STATUSES,
+        "prev_href": _with(params, page=page.previous_page_number()) if page.has_previous() else None,
+        "next_href": _with(params, page=page.next_page_number()) if page.has_next() else None,
+        "export_query": _with(params, page=None)[1:],
+    }
+
+
+# --------------------------------------------------------------------------- board
+
+
+@public_page
 def index(request):
-    categories = Category.objects.prefetch_related("tasks")
-    return render(request, "leaderboard/index.html", {"categories": categories})
+    try:
+        spec, specs, summaries = selectors.board_overview(spec=request.GET.get("spec") or None)
+    except BoardQueryError as exc:
+        return _bad_request(request, exc)
+    return render(
+        request,
+        "leaderboard/index.html",
+        {"spec": spec, "specs": specs, "summaries": summaries, "tabs": selectors.category_tabs()},
+    )
 
 
+@public_page
 def category(request, slug):
-    return render(request, "leaderboard/simple.html", {"object": get_object_or_404(Category, slug=slug)})
+    try:
+        query = selectors.board_query_from_params(request.GET, category=slug)
+        board = selectors.board_get(query=query)
+    except BoardQueryError as exc:
+        if exc.param == "category":
+            raise Http404(exc.message) from None
+        return _bad_request(request, exc)
+    context = _board_context(request, board) | {"tabs": selectors.category_tabs(), "current": slug}
+    return render(request, "leaderboard/category.html", context)
 
 
+# --------------------------------------------------------------------------- probe
+
+
+def _history_points(history) -> list[dict]:
+    """One point per quarter: the result of the newest version evaluated in that cycle."""
+    by_quarter: dict[str, object] = {}
+    for result in history:
+        by_quarter[result.cycle.quarter] = result  # history is ordered by quarter, then version
+    return [
+        {
+            "quarter": q,
+            "holdout_auroc": r.holdout_auroc,
+            "test_auroc": r.test_auroc,
+            "reference_auroc": r.reference_auroc,
+            "outcome": r.outcome,
+        }
+        for q, r in sorted(by_quarter.items())
+    ]
+
+
+@public_page
 def probe(request, slug):
-    return render(request, "leaderboard/simple.html", {"object": get_object_or_404(Probe, slug=slug)})
+    version = request.GET.get("version")
+    if version is not None and not version.isdigit():
+        raise Http404("no such version")
+    try:
+        detail = selectors.probe_detail(
+            slug=slug, spec=request.GET.get("spec") or None, version=int(version) if version else None
+        )
+    except BoardQueryError as exc:
+        return _bad_request(request, exc)
+    if detail is None:
+        raise Http404("no public probe with this id")
+    roc = {r.task: r.result["roc"] for r in detail.results if r.result.get("roc")}
+    reliability = {r.task: r.result["reliability"] for r in detail.results if r.result.get("reliability")}
+    history = _history_points(detail.history)
+    charts = {
+        "roc": plots.roc_svg(roc) if roc else None,
+        "reliability": plots.reliability_svg(reliability) if reliability else None,
+        "history": plots.history_svg(history) if history else None,
+    }
+    components = [
+        {"name": name, "label": selectors.COMPONENT_LABELS[name], "c": (detail.score.components or {}).get(name)}
+        for name in selectors.COMPONENTS
+    ] if detail.score else []
+    return render(
+        request,
+        "leaderboard/probe.html",
+        {"d": detail, "charts": charts, "components": components, "policy": selectors.POLICY},
+    )
 
 
+def artifact(request, slug, number):
+    """The artifact of a public version, as bytes (never for unscored, failed or rejected ones)."""
+    version = selectors.artifact_version_get(slug=slug, number=number)
+    if version is None:
+        raise Http404("no public version")
+    root = settings.ARTIFACT_ROOT.resolve()
+    path = (root / version.artifact_path).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        raise Http404("artifact file missing")
+    response = FileResponse(
+        path.open("rb"),
+        as_attachment=True,
+        filename=f"{slug}-v{number}.safetensors",
+        content_type="application/octet-stream",
+    )
+    response["ETag"] = f'"{version.artifact_sha256}"'
+    response["X-Artifact-SHA256"] = version.artifact_sha256
+    patch_cache_control(response, public=True, max_age=86400, immutable=True)
+    return response
+
+
+artifact = require_safe(artifact)
+
+
+# --------------------------------------------------------------------------- registry pages
+
+
+@public_page
+def task_list(request):
+    return render(
+        request, "leaderboard/task_list.html", {"tasks": selectors.task_list(), "tabs": selectors.category_tabs()}
+    )
+
+
+@public_page
 def task(request, slug):
-    return render(request, "leaderboard/simple.html", {"object": get_object_or_404(Task, slug=slug)})
+    detail = selectors.task_detail(slug=slug)
+    if detail is None:
+        raise Http404("no such task")
+    return render(request, "leaderboard/task.html", {"d": detail})
 
 
+@public_page
+def model_list(request):
+    return render(request, "leaderboard/model_list.html", {"models": selectors.base_model_list()})
+
+
+@public_page
 def model(request, slug):
-    return render(request, "leaderboard/simple.html", {"object": get_object_or_404(BaseModel, slug=slug)})
+    detail = selectors.base_model_detail(slug=slug)
+    if detail is None:
+        raise Http404("no such base model")
+    return render(request, "leaderboard/model.html", {"d": detail, "board": detail.board})
+
+
+@public_page
+def methodology(request):
+    return render(request, "leaderboard/methodology.html", selectors.methodology())
+
+
+# --------------------------------------------------------------------------- cycles, leakage, queue
+
+
+@public_page
+def reevaluation_list(request):
+    return render(request, "leaderboard/reevaluation_list.html", {"cycles": selectors.reevaluation_list()})
+
+
+@public_page
+def reevaluation(request, quarter):
+    found = selectors.reevaluation_detail(quarter=quarter)
+    if found is None:
+        raise Http404("no such cycle")
+    cycle, results = found
+    listed = [r for r in results if r.outcome in ("dropped", "deprecated")]
+    return render(
+        request,
+        "leaderboard/reevaluation.html",
+        {"cycle": cycle, "results": results, "listed": listed, "policy": selectors.POLICY},
+    )
+
+
+@public_page
+def leakage(request):
+    return render(request, "leaderboard/leakage.html", {"records": selectors.leakage_public_list()})
+
+
+@public_page
+def queue(request):
+    return render(
+        request,
+        "leaderboard/queue.html",
+        {"entries": selectors.submission_queue(), "goal_days": selectors.POLICY["review_goal_days"]},
+    )
 
 
 def submission(request, pk):
-    return render(request, "leaderboard/simple.html", {"object": get_object_or_404(Submission, pk=pk)})
+    """``Submission.get_absolute_url``: the submitter's own status page, which the submission
+    pipeline serves (leaderboard.views_submit); private to the submitter and staff."""
+    if importlib.util.find_spec("leaderboard.views_submit") is None:
+        raise Http404("submission pages are not available")
+    from leaderboard import views_submit
 
-
-def reevaluation(request, quarter):
-    obj = get_object_or_404(ReevaluationCycle, quarter=quarter)
-    return render(request, "leaderboard/simple.html", {"object": obj})
+    return views_submit.submission_detail(request, pk)

@@ -136,6 +136,13 @@ else:
             "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE"},
         }
     }
+#: Point this process at another database of the same server (the test suite starts real worker
+#: processes on its test database this way).
+if env("PROBEBENCH_DB_NAME"):
+    DATABASES["default"]["NAME"] = env("PROBEBENCH_DB_NAME")
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # a file, not memory, so that worker processes started by tests share it
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --------------------------------------------------------------------------- celery

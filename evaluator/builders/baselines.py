@@ -19,7 +19,9 @@ def _length_features(texts: list[str]) -> list[list[float]]:
     return [[math.log1p(len(t)), math.log1p(len(t.split()))] for t in texts]
 
 
-def task_baselines(root: Path, task_id: str, splits: tuple[str, ...] = ("test", "distshift")) -> dict[str, Any]:
+def task_baselines(
+    root: Path, task_id: str, splits: tuple[str, ...] = ("test", "distshift")
+) -> dict[str, Any]:
     """AUROC of the length-only and bag-of-words baselines (fit on train) on each split."""
     from sklearn.feature_extraction.text import CountVectorizer
     from sklearn.linear_model import LogisticRegression
@@ -41,7 +43,9 @@ def task_baselines(root: Path, task_id: str, splits: tuple[str, ...] = ("test", 
         texts = [r["text"] for r in rows]
         labels = [r["label"] for r in rows]
         out[split] = {
-            "length_auroc": round(float(roc_auc_score(labels, length.decision_function(_length_features(texts)))), 3),
+            "length_auroc": round(
+                float(roc_auc_score(labels, length.decision_function(_length_features(texts)))), 3
+            ),
             "bow_auroc": round(float(roc_auc_score(labels, bow.decision_function(vec.transform(texts)))), 3),
             "n": len(rows),
         }

@@ -87,17 +87,21 @@ def update_tasks_yaml(path: Path, results: dict[str, dict]) -> None:
     ordered = [t for t in TASK_IDS if t in by_id] + [e["id"] for e in existing if e["id"] not in TASK_IDS]
     entries = [by_id[t] for t in ordered]
     body = yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=110, default_flow_style=False)
-    block = ("tasks:\n"
-             "  # Entries of buildable tasks are written by `python -m evaluator build-data`"
-             " (evaluator/builders/).\n" + textwrap.indent(body, "  "))
-    path.write_text("".join(lines[:starts[0]]) + block, encoding="utf-8")
+    block = (
+        "tasks:\n"
+        "  # Entries of buildable tasks are written by `python -m evaluator build-data`"
+        " (evaluator/builders/).\n" + textwrap.indent(body, "  ")
+    )
+    path.write_text("".join(lines[: starts[0]]) + block, encoding="utf-8")
 
 
 def check_tasks(task_ids: list[str], *, root: Path, sources_dir: Path) -> dict[str, Any]:
     """Rebuild into a temp dir; compare bytes with the committed files and with tasks.yaml."""
     from evaluator.registry import sha256_file
 
-    pinned = {e["id"]: e for e in (yaml.safe_load((root / "tasks.yaml").read_text()) or {}).get("tasks") or []}
+    pinned = {
+        e["id"]: e for e in (yaml.safe_load((root / "tasks.yaml").read_text()) or {}).get("tasks") or []
+    }
     problems: list[str] = []
     checked = 0
     with tempfile.TemporaryDirectory(prefix="pb-check-") as tmp:
@@ -125,9 +129,13 @@ def check_tasks(task_ids: list[str], *, root: Path, sources_dir: Path) -> dict[s
 
 def _build_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", action="append", default=None, help="task id (repeatable; default: all)")
-    p.add_argument("--sources", type=Path, default=None, help="directory of downloaded archives (default var/sources)")
+    p.add_argument(
+        "--sources", type=Path, default=None, help="directory of downloaded archives (default var/sources)"
+    )
     p.add_argument("--registry", type=Path, default=None, help="project root holding tasks.yaml")
-    p.add_argument("--check", action="store_true", help="rebuild into a temp dir and verify byte-identical output")
+    p.add_argument(
+        "--check", action="store_true", help="rebuild into a temp dir and verify byte-identical output"
+    )
 
 
 @command("build-data", _build_args)

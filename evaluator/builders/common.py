@@ -42,8 +42,13 @@ class Row:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self, task_id: str) -> dict[str, Any]:
-        return {"id": f"{task_id}-{self.key}", "group": self.group, "label": self.label,
-                "text": self.text, "meta": self.meta}
+        return {
+            "id": f"{task_id}-{self.key}",
+            "group": self.group,
+            "label": self.label,
+            "text": self.text,
+            "meta": self.meta,
+        }
 
 
 @dataclass(frozen=True)
@@ -137,7 +142,9 @@ def clean(text: str) -> str:
 # --------------------------------------------------------------------------- splitting
 
 
-def partition(items: Sequence, sizes: dict[str, int], task_id: str, purpose: str = "split") -> dict[str, list]:
+def partition(
+    items: Sequence, sizes: dict[str, int], task_id: str, purpose: str = "split"
+) -> dict[str, list]:
     """Shuffle ``items`` (seeded) and cut consecutive blocks of the given sizes, in SPLIT_ORDER.
 
     ``sizes`` counts items (usually groups). Raises when there are too few items.
@@ -149,20 +156,9 @@ def partition(items: Sequence, sizes: dict[str, int], task_id: str, purpose: str
     out: dict[str, list] = {}
     start = 0
     for name in [s for s in SPLIT_ORDER if s in sizes] + [s for s in sizes if s not in SPLIT_ORDER]:
-        out[name] = shuffled[start:start + sizes[name]]
+        out[name] = shuffled[start : start + sizes[name]]
         start += sizes[name]
     return out
-
-
-def balance(rows: list[Row], task_id: str, purpose: str) -> list[Row]:
-    """Downsample the larger class (seeded) so both labels have the same count; groups are kept
-    whole only when every group is single-label (the callers that need this build such groups)."""
-    pos = [r for r in rows if r.label == 1]
-    neg = [r for r in rows if r.label == 0]
-    n = min(len(pos), len(neg))
-    pos = stable_shuffle(pos, task_id, purpose + ":pos")[:n]
-    neg = stable_shuffle(neg, task_id, purpose + ":neg")[:n]
-    return pos + neg
 
 
 # --------------------------------------------------------------------------- checks
@@ -192,7 +188,9 @@ def check_splits(task_id: str, splits: dict[str, list[Row]]) -> None:
             norm = normalise(row.text)
             other = seen_text.setdefault(norm, split)
             if other != split:
-                raise BuildError(f"{task_id}: the same text (normalised) is in both {other} and {split}: {row.key}")
+                raise BuildError(
+                    f"{task_id}: the same text (normalised) is in both {other} and {split}: {row.key}"
+                )
 
 
 # --------------------------------------------------------------------------- writing

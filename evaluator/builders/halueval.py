@@ -15,12 +15,23 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from evaluator.builders.common import BuildContext, BuiltTask, Row, TaskMeta, clean, n_words, partition, stable_shuffle
+from evaluator.builders.common import (
+    BuildContext,
+    BuiltTask,
+    Row,
+    TaskMeta,
+    clean,
+    n_words,
+    partition,
+    stable_shuffle,
+)
 
 PACKAGE, VERSION = "eval-suite", "2.1.4"
 QA_PATH = "eval_suite/benchs/halueval/dataset_halueval_qa.jsonl"
-CITATION = ("Li, Cheng, Zhao, Nie, Wen. HaluEval: A Large-Scale Hallucination Evaluation Benchmark for Large "
-            "Language Models. EMNLP 2023. Questions from HotpotQA (Yang et al., 2018).")
+CITATION = (
+    "Li, Cheng, Zhao, Nie, Wen. HaluEval: A Large-Scale Hallucination Evaluation Benchmark for Large "
+    "Language Models. EMNLP 2023. Questions from HotpotQA (Yang et al., 2018)."
+)
 TASK_ID = "halueval-qa-v1"
 MAX_WORD_GAP = 2
 MAX_ANSWER_WORDS = 10
@@ -31,6 +42,7 @@ POOL_SLICES: dict[str, tuple[int, int]] = {
     "eval-awareness": (0, 1000),
     "sandbagging": (1000, 2000),
     "refusal-distshift": (2000, 2400),
+    "persuasion": (2400, 2800),
 }
 
 
@@ -56,17 +68,29 @@ def _parse_qa(ctx: BuildContext) -> list[QAItem]:
     items = []
     for i, line in enumerate(lines):
         raw = json.loads(line)
-        items.append(QAItem(i, clean(raw["knowledge"]), clean(raw["question"]),
-                            _strip_answer(raw["right_answer"]), _strip_answer(raw["hallucinated_answer"])))
+        items.append(
+            QAItem(
+                i,
+                clean(raw["knowledge"]),
+                clean(raw["question"]),
+                _strip_answer(raw["right_answer"]),
+                _strip_answer(raw["hallucinated_answer"]),
+            )
+        )
     return items
 
 
 def _is_matched(item: QAItem) -> bool:
     """Both answers present, different, short, and within MAX_WORD_GAP words of each other."""
     r, h = n_words(item.right), n_words(item.hallucinated)
-    return (r > 0 and h > 0 and item.right.lower() != item.hallucinated.lower()
-            and abs(r - h) <= MAX_WORD_GAP and h <= MAX_ANSWER_WORDS
-            and n_words(item.question) <= MAX_QUESTION_WORDS)
+    return (
+        r > 0
+        and h > 0
+        and item.right.lower() != item.hallucinated.lower()
+        and abs(r - h) <= MAX_WORD_GAP
+        and h <= MAX_ANSWER_WORDS
+        and n_words(item.question) <= MAX_QUESTION_WORDS
+    )
 
 
 def question_pool(ctx: BuildContext, consumer: str) -> list[QAItem]:
@@ -93,14 +117,19 @@ def build_halueval_qa(ctx: BuildContext) -> BuiltTask:
         for it in items:
             ctx_flag = split == "distshift"
             for label, kind, answer in ((0, "right", it.right), (1, "hallucinated", it.hallucinated)):
-                rows.append(Row(
-                    key=f"q{it.index:05d}-{kind[0]}",
-                    group=f"q{it.index:05d}",
-                    label=label,
-                    text=_qa_text(it, answer, with_context=ctx_flag),
-                    meta={"source_index": it.index, "answer": kind,
-                          "format": "context_qa" if ctx_flag else "qa"},
-                ))
+                rows.append(
+                    Row(
+                        key=f"q{it.index:05d}-{kind[0]}",
+                        group=f"q{it.index:05d}",
+                        label=label,
+                        text=_qa_text(it, answer, with_context=ctx_flag),
+                        meta={
+                            "source_index": it.index,
+                            "answer": kind,
+                            "format": "context_qa" if ctx_flag else "qa",
+                        },
+                    )
+                )
         splits[split] = rows
     return BuiltTask(meta=META, splits=splits)
 
@@ -118,8 +147,7 @@ META = TaskMeta(
     ),
     positive="the answer is HaluEval's hallucinated answer",
     negative="the answer is the right answer",
-    source={"package": PACKAGE, "version": VERSION, "path": QA_PATH, "license": "MIT",
-            "citation": CITATION},
+    source={"package": PACKAGE, "version": VERSION, "path": QA_PATH, "license": "MIT", "citation": CITATION},
     templates={
         "single": "{text}",
         "contrast_pair": ["{text}\nIs this answer correct? No", "{text}\nIs this answer correct? Yes"],

@@ -90,10 +90,19 @@ def build_sandbagging(ctx: BuildContext) -> BuiltTask:
                     text = f"{prompt}\nQ: {it.question}\nA:"
                 else:
                     text = f"{prompt}\n\nQuestion: {it.question}\nAnswer:"
-                rows.append(Row(key=f"q{it.index:05d}-{'s' if label else 'n'}", group=f"q{it.index:05d}",
-                                label=label, text=text,
-                                meta={"source_index": it.index, "prompt_set": split if split in ("train", "distshift")
-                                      else "eval", "prompt": k}))
+                rows.append(
+                    Row(
+                        key=f"q{it.index:05d}-{'s' if label else 'n'}",
+                        group=f"q{it.index:05d}",
+                        label=label,
+                        text=text,
+                        meta={
+                            "source_index": it.index,
+                            "prompt_set": split if split in ("train", "distshift") else "eval",
+                            "prompt": k,
+                        },
+                    )
+                )
         splits[split] = rows
     return BuiltTask(meta=META, splits=splits)
 
@@ -111,9 +120,14 @@ META = TaskMeta(
     ),
     positive="the prompt instructs the model to underperform (sandbag) on this evaluation item",
     negative="the prompt frames the same item as an evaluation and asks for a normal answer",
-    source={"package": PACKAGE, "version": VERSION, "path": QA_PATH, "license": "MIT",
-            "citation": HALUEVAL_CITATION + " Sandbagging prompts written for ProbeBench after van der Weij et "
-            "al., AI Sandbagging, 2024."},
+    source={
+        "package": PACKAGE,
+        "version": VERSION,
+        "path": QA_PATH,
+        "license": "MIT",
+        "citation": HALUEVAL_CITATION + " Sandbagging prompts written for ProbeBench after van der Weij et "
+        "al., AI Sandbagging, 2024.",
+    },
     templates={"single": "{text}"},
     caveats=(
         "Instructed and constructed: the label is the instruction in the prompt, not an observed behaviour of "

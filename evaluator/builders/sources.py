@@ -105,13 +105,26 @@ def _download(source: Source, dest_dir: Path) -> Path:
     """``pip download --no-deps`` one pinned archive into ``dest_dir``; return its path."""
     binary = "--only-binary=:all:" if source.filename.endswith(".whl") else "--no-binary=:all:"
     with tempfile.TemporaryDirectory(prefix="pb-src-") as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", binary, "--disable-pip-version-check",
-               "-q", "-d", tmp, source.requirement]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            binary,
+            "--disable-pip-version-check",
+            "-q",
+            "-d",
+            tmp,
+            source.requirement,
+        ]
         log.info("downloading %s", source.requirement)
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            raise SourceError(f"pip download {source.requirement} timed out after {DOWNLOAD_TIMEOUT_S}s") from None
+            raise SourceError(
+                f"pip download {source.requirement} timed out after {DOWNLOAD_TIMEOUT_S}s"
+            ) from None
         got = Path(tmp) / source.filename
         if proc.returncode != 0 or not got.is_file():
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
@@ -133,12 +146,16 @@ def fetch(package: str, *, root: Path, sources_dir: Path, download: bool = True)
     """
     sources = load_sources(root)
     if package not in sources:
-        raise SourceError(f"source {package!r} is not pinned in {SOURCES_FILE}; pinned: {', '.join(sorted(sources))}")
+        raise SourceError(
+            f"source {package!r} is not pinned in {SOURCES_FILE}; pinned: {', '.join(sorted(sources))}"
+        )
     source = sources[package]
     path = sources_dir / source.filename
     if not path.is_file():
         if not download:
-            raise SourceError(f"{path} is missing (run: python -m evaluator build-data --sources {sources_dir})")
+            raise SourceError(
+                f"{path} is missing (run: python -m evaluator build-data --sources {sources_dir})"
+            )
         path = _download(source, sources_dir)
     actual = _sha256(path)
     if actual != source.sha256:

@@ -1,0 +1,460 @@
+"""Harvest residual-stream activations, with a content-addressed cache on disk.
+
+The harvester runs the bare base model (no LM head) on length-sorted, right-padded batches and
+stops the forward pass right after the deepest requested layer: a forward hook on that block
+raises :class:`_StopForward`, so the remaining blocks never run. Layer ``0`` is the embedding
+output; layer ``L`` is the raw output of block ``L - 1`` (for ``L = n_layers`` too: the final
+norm is *not* applied, unlike ``hidden_states[-1]`` in transformers).
+
+Positions (per prompt):
+
+- ``last_token``: the last non-padding token.
+- ``mean``: the mean over the prompt's non-padding tokens, excluding the special tokens the
+  tokenizer adds itself (Gemma's ``<bos>``, BERT's ``[CLS]``/``[SEP]``): Gemma's BOS residual
+  has a norm ~100× the others and would otherwise dominate every mean.
+
+Activations are returned and stored as float32, whatever the compute dtype.
+
+The cache key is the SHA-256 of (weights hash, tokenizer hash, compute dtype, layer, position,
+input kind, template hash, split-file hash, max length, harvester + code version), so a changed
+template, split, tokenizer or code version can never hit a stale entry. Entries are written to a
+temporary file and renamed into place, so two processes filling the same entry at once are safe
+(both write identical bytes; one rename wins) and a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from evaluator import CODE_VERSION
+from evaluator.errors import EvaluatorError, RegistryError, SplitHashMismatch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from evaluator.models import LoadedModel
+    from evaluator.registry import Registry, TaskSpec
+
+log = logging.getLogger(__name__)
+
+#: Bumped whenever harvesting changes the vectors it produces (pooling, padding, truncation).
+HARVESTER_VERSION = "harvest-1"
+POSITIONS: tuple[str, ...] = ("last_token", "mean")
+INPUT_KINDS: tuple[str, ...] = ("single", "contrast_pair")
+
+#: ``progress(fraction in [0, 1], step name)``; the workers turn it into run progress.
+Progress = Callable[[float, str], None]
+
+
+def _no_progress(fraction: float, step: str) -> None:  # noqa: ARG001 - the default callback
+    return None
+
+
+@dataclass(frozen=True)
+class HarvestConfig:
+    """How prompts are batched. ``max_length`` changes the vectors (it is in the cache key);
+    the batch sizes only change speed."""
+
+    max_length: int = 512  # tokens kept per prompt (the end is kept: left truncation)
+    batch_size: int = 32  # at most this many prompts per forward
+    max_batch_tokens: int = 4096  # at most this many padded tokens per forward
+
+    def to_dict(self) -> dict[str, int]:
+        return {"max_length": self.max_length, "batch_size": self.batch_size,
+                "max_batch_tokens": self.max_batch_tokens}
+
+
+# --------------------------------------------------------------------------- prompts
+
+
+def render(template: str, text: str) -> str:
+    """Apply a task template: ``{text}`` is replaced, other braces are left as they are."""
+    return template.replace("{text}", text)
+
+
+def render_prompts(task: TaskSpec, texts: Sequence[str], input_kind: str) -> list[str]:
+    """``single``: one prompt per text. ``contrast_pair``: 2n prompts, all x⁺ then all x⁻."""
+    if input_kind == "single":
+        return [render(task.templates["single"], t) for t in texts]
+    if input_kind == "contrast_pair":
+        pair = task.templates.get("contrast_pair")
+        if not pair:
+            raise EvaluatorError(
+                f"task {task.id} has no contrast_pair template; contrast-pair probes cannot run on it"
+            )
+        return [render(pair[0], t) for t in texts] + [render(pair[1], t) for t in texts]
+    raise EvaluatorError(f"unknown input {input_kind!r}; accepted: {', '.join(INPUT_KINDS)}")
+
+
+def _check_positions(positions: Sequence[str]) -> None:
+    for p in positions:
+        if p not in POSITIONS:
+            raise EvaluatorError(f"unknown position {p!r}; accepted: {', '.join(POSITIONS)}")
+
+
+# --------------------------------------------------------------------------- the forward pass
+
+
+class _StopForward(Exception):
+    """Raised by the hook on the deepest requested block: the rest of the model is skipped."""
+
+
+def _first(output: Any) -> Any:
+    return output[0] if isinstance(output, tuple) else output
+
+
+def forward_until(lm: LoadedModel, batch: dict[str, Any], layers: Sequence[int]) -> dict[int, Any]:
+    """Run the base model on one tokenized batch and return {layer: "b t d_model" tensor}.
+
+    Blocks after ``max(layers)`` never run. The tensors are in the compute dtype, on the device.
+    """
+    import torch
+
+    wanted = sorted(set(layers))
+    for layer in wanted:
+        if not 0 <= layer <= lm.n_layers:
+            raise EvaluatorError(f"layer {layer} out of range for {lm.id}: 0..{lm.n_layers}")
+    deepest = wanted[-1]
+    captured: dict[int, Any] = {}
+
+    def hook_for(layer: int):
+        def hook(module, args, output):  # noqa: ARG001 - the hook signature
+            captured[layer] = _first(output)
+            if layer == deepest:
+                raise _StopForward
+
+        return hook
+
+    handles = [
+        (lm.embeddings if layer == 0 else lm.blocks[layer - 1]).register_forward_hook(hook_for(layer))
+        for layer in wanted
+    ]
+    try:
+        with torch.inference_mode():
+            lm.model(**batch, use_cache=False)
+    except _StopForward:
+        pass
+    finally:
+        for handle in handles:
+            handle.remove()
+    missing = [layer for layer in wanted if layer not in captured]
+    if missing:  # pragma: no cover - would mean the architecture skipped a block
+        raise EvaluatorError(f"{lm.id}: layers {missing} were not reached by the forward pass")
+    return captured
+
+
+def _token_batches(lengths: np.ndarray, config: HarvestConfig) -> list[np.ndarray]:
+    """Indices of prompts grouped longest-first so each batch pads little."""
+    order = np.argsort(-lengths, kind="stable")
+    batches: list[np.ndarray] = []
+    start = 0
+    while start < order.size:
+        longest = int(lengths[order[start]])
+        fit = max(1, min(config.batch_size, config.max_batch_tokens // max(longest, 1)))
+        batches.append(order[start : start + fit])
+        start += fit
+    return batches
+
+
+def harvest(
+    lm: LoadedModel,
+    prompts: Sequence[str],
+    *,
+    layers: Sequence[int],
+    positions: Sequence[str] = ("last_token",),
+    config: HarvestConfig | None = None,
+    progress: Progress | None = None,
+) -> dict[tuple[int, str], np.ndarray]:
+    """Activations of ``prompts`` at every (layer, position): {(layer, position): "n d_model"} fp32.
+
+    One forward per batch serves every requested layer and position.
+    """
+    import torch
+
+    config = config or HarvestConfig()
+    progress = progress or _no_progress
+    _check_positions(positions)
+    n = len(prompts)
+    out = {(layer, pos): np.empty((n, lm.d_model), dtype=np.float32) for layer in layers for pos in positions}
+    if n == 0:
+        return out
+    max_length = min(config.max_length, lm.max_length)
+    encoded = lm.tokenizer(
+        list(prompts),
+        truncation=True,
+        max_length=max_length,
+        return_special_tokens_mask="mean" in positions,
+        return_attention_mask=False,
+    )
+    ids: list[list[int]] = encoded["input_ids"]
+    special: list[list[int]] | None = encoded.get("special_tokens_mask")
+    lengths = np.array([len(x) for x in ids])
+    if (lengths == 0).any():
+        raise EvaluatorError("a prompt tokenized to zero tokens")
+    pad_id = lm.tokenizer.pad_token_id
+    done = 0
+    progress(0.0, "harvest")
+    for rows in _token_batches(lengths, config):
+        width = int(lengths[rows].max())
+        input_ids = torch.full((rows.size, width), pad_id, dtype=torch.long)
+        mask = torch.zeros((rows.size, width), dtype=torch.long)
+        pool = torch.zeros((rows.size, width), dtype=torch.float32)  # weights of the mean
+        for b, i in enumerate(rows):
+            length = int(lengths[i])
+            input_ids[b, :length] = torch.tensor(ids[i])
+            mask[b, :length] = 1
+            if special is not None:
+                keep = 1 - torch.tensor(special[i], dtype=torch.float32)
+                pool[b, :length] = keep if keep.sum() > 0 else 1.0
+        batch = {"input_ids": input_ids.to(lm.device), "attention_mask": mask.to(lm.device)}
+        hidden = forward_until(lm, batch, layers)
+        last = torch.as_tensor(lengths[rows] - 1, device=lm.device)
+        weights = (pool / pool.sum(1, keepdim=True)).to(lm.device)
+        for layer, h in hidden.items():
+            h = h.float()
+            for pos in positions:
+                if pos == "last_token":
+                    vec = h[torch.arange(rows.size, device=lm.device), last]
+                else:
+                    vec = torch.einsum("btd,bt->bd", h, weights)
+                out[(layer, pos)][rows] = vec.cpu().numpy()
+        done += rows.size
+        progress(done / n, "harvest")
+    return out
+
+
+# --------------------------------------------------------------------------- split files
+
+
+@dataclass(frozen=True)
+class SplitRows:
+    """The rows of one verified split file."""
+
+    task_id: str
+    split: str
+    sha256: str  # re-computed from the bytes that were parsed
+    ids: list[str]
+    groups: list[str]
+    labels: np.ndarray  # "n" int64, 1 = the task's positive meaning
+    texts: list[str]
+
+
+def read_split(registry: Registry, task_id: str, split: str) -> SplitRows:
+    """Read a split file, re-hashing exactly the bytes it parses against tasks.yaml.
+
+    Raises SplitHashMismatch on a changed file, RegistryError on a missing file or a row count
+    different from tasks.yaml.
+    """
+    task = registry.task(task_id)
+    if split not in task.splits:
+        raise RegistryError(f"task {task_id} has no {split!r} split; it has {', '.join(task.splits)}")
+    spec = task.splits[split]
+    path = registry.root / spec.path
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise RegistryError(f"task {task_id}: split file {spec.path} is missing") from None
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != spec.sha256:
+        raise SplitHashMismatch(spec.path, spec.sha256, actual)
+    rows = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+    if len(rows) != spec.rows:
+        raise RegistryError(f"task {task_id}: {spec.path} has {len(rows)} rows, tasks.yaml says {spec.rows}")
+    return SplitRows(
+        task_id=task_id,
+        split=split,
+        sha256=actual,
+        ids=[str(r["id"]) for r in rows],
+        groups=[str(r.get("group", r["id"])) for r in rows],
+        labels=np.array([int(r["label"]) for r in rows], dtype=np.int64),
+        texts=[str(r["text"]) for r in rows],
+    )
+
+
+# --------------------------------------------------------------------------- the cache
+
+
+class ActivationCache:
+    """Content-addressed store of activation matrices under ``<cache_dir>/activations/``.
+
+    An entry is one safetensors file named by its key, holding named float32 arrays and a JSON
+    metadata string (the key's parts, the example ids).
+    """
+
+    def __init__(self, cache_dir: str | Path):
+        self.root = Path(cache_dir) / "activations"
+
+    @staticmethod
+    def make_key(parts: dict[str, Any]) -> str:
+        """SHA-256 of the canonical JSON of the key parts."""
+        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+    def path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.safetensors"
+
+    def get(self, key: str) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+        """(arrays, metadata), or None on a miss. A damaged entry counts as a miss."""
+        from safetensors import SafetensorError
+        from safetensors.numpy import load_file
+
+        path = self.path(key)
+        if not path.is_file():
+            return None
+        try:
+            arrays = load_file(path)
+            with open(path, "rb") as fh:
+                header_len = int.from_bytes(fh.read(8), "little")
+                header = json.loads(fh.read(header_len))
+            meta = json.loads(header.get("__metadata__", {}).get("probebench", "{}"))
+        except (SafetensorError, OSError, ValueError) as exc:
+            log.warning("activation cache entry %s is unreadable (%s); treating as a miss", path, exc)
+            return None
+        return arrays, meta
+
+    def put(self, key: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> Path:
+        """Write an entry atomically (temporary file in the same directory, fsync, rename)."""
+        from safetensors.numpy import save_file
+
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f".{key}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            save_file(
+                {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in arrays.items()},
+                str(tmp),
+                metadata={"probebench": json.dumps(meta, sort_keys=True)},
+            )
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        return path
+
+
+@dataclass
+class SplitActivations:
+    """Activations of one split at one layer/position for one input kind.
+
+    ``X`` is what the probe reads: φ(x) for ``single``, φ(x⁺) − φ(x⁻) for ``contrast_pair``
+    (then ``X_pos``/``X_neg`` hold the two sides).
+    """
+
+    task_id: str
+    split: str
+    split_sha256: str
+    model_id: str
+    layer: int
+    position: str
+    input_kind: str
+    ids: list[str]
+    groups: list[str]
+    labels: np.ndarray  # "n"
+    X: np.ndarray  # "n d_model" float32
+    cache_key: str
+    cache_hit: bool
+    seconds: float
+    X_pos: np.ndarray | None = None  # "n d_model", contrast_pair only
+    X_neg: np.ndarray | None = None
+    key_parts: dict[str, Any] = field(default_factory=dict)
+
+
+def cache_key_parts(
+    lm: LoadedModel,
+    task: TaskSpec,
+    *,
+    split_sha256: str,
+    layer: int,
+    position: str,
+    input_kind: str,
+    config: HarvestConfig,
+) -> dict[str, Any]:
+    """Everything that determines the vectors of one cache entry."""
+    return {
+        "weights_sha256": lm.weights_sha256,
+        "tokenizer_sha256": lm.tokenizer_sha256,
+        "dtype": lm.dtype_name,
+        "layer": layer,
+        "position": position,
+        "input": input_kind,
+        "template_sha256": task.template_hash(input_kind),
+        "split_sha256": split_sha256,
+        "max_length": min(config.max_length, lm.max_length),
+        "harvester": f"{CODE_VERSION}/{HARVESTER_VERSION}",
+    }
+
+
+def split_activations(
+    lm: LoadedModel,
+    registry: Registry,
+    task_id: str,
+    split: str,
+    *,
+    layers: Sequence[int],
+    position: str,
+    input_kind: str = "single",
+    cache: ActivationCache | None = None,
+    config: HarvestConfig | None = None,
+    progress: Progress | None = None,
+) -> dict[int, SplitActivations]:
+    """Activations of a verified split at several layers: {layer: SplitActivations}.
+
+    Layers found in the cache cost a file read; the missing ones are harvested together in one
+    pass over the split (the forward stops at the deepest missing layer) and then stored.
+    """
+    config = config or HarvestConfig()
+    progress = progress or _no_progress
+    _check_positions([position])
+    start = time.perf_counter()
+    rows = read_split(registry, task_id, split)
+    task = registry.task(task_id)
+    result: dict[int, SplitActivations] = {}
+    missing: dict[int, tuple[str, dict[str, Any]]] = {}
+    for layer in sorted(set(layers)):
+        parts = cache_key_parts(lm, task, split_sha256=rows.sha256, layer=layer, position=position,
+                                input_kind=input_kind, config=config)
+        key = ActivationCache.make_key(parts)
+        hit = cache.get(key) if cache is not None else None
+        if hit is not None and hit[1].get("ids") == rows.ids:
+            result[layer] = _package(rows, lm, layer, position, input_kind, hit[0], key, parts, True, start)
+        else:
+            missing[layer] = (key, parts)
+    if missing:
+        prompts = render_prompts(task, rows.texts, input_kind)
+        harvested = harvest(lm, prompts, layers=list(missing), positions=[position], config=config,
+                            progress=progress)
+        n = len(rows.ids)
+        for layer, (key, parts) in missing.items():
+            matrix = harvested[(layer, position)]
+            arrays = {"X": matrix} if input_kind == "single" else {"X_pos": matrix[:n], "X_neg": matrix[n:]}
+            if cache is not None:
+                cache.put(key, arrays, {"key": parts, "ids": rows.ids, "task": task_id, "split": split})
+            result[layer] = _package(rows, lm, layer, position, input_kind, arrays, key, parts, False, start)
+    progress(1.0, "harvest")
+    return result
+
+
+def _package(rows: SplitRows, lm: LoadedModel, layer: int, position: str, input_kind: str,
+             arrays: dict[str, np.ndarray], key: str, parts: dict[str, Any], hit: bool,
+             start: float) -> SplitActivations:
+    if input_kind == "single":
+        X, X_pos, X_neg = arrays["X"], None, None
+    else:
+        X_pos, X_neg = arrays["X_pos"], arrays["X_neg"]
+        X = X_pos - X_neg
+    return SplitActivations(
+        task_id=rows.task_id, split=rows.split, split_sha256=rows.sha256, model_id=lm.id, layer=layer,
+        position=position, input_kind=input_kind, ids=rows.ids, groups=rows.groups, labels=rows.labels,
+        X=X, X_pos=X_pos, X_neg=X_neg, cache_key=key, cache_hit=hit,
+        seconds=time.perf_counter() - start, key_parts=parts,
+    )

@@ -1,0 +1,651 @@
+"""Evaluation: one run, per-task metrics, baselines, reproduction, and the whole probe.
+
+The pieces the web pipeline calls separately:
+
+1. :func:`execute_run` — one probe × task × split × base model → per-example ids, labels,
+   s(x), p(x), the verified split hash, the activation-cache key, timings.
+2. :func:`task_metrics` — pure: stored per-example results → AUROC + CI, auroc_ea, auroc_ds,
+   ECE, Brier, recall@1%FPR, ROC points, reliability bins.
+3. :func:`evaluator.latency.measure_latency` — probe-only latency (+ model forward, not scored).
+4. :func:`baselines` — random direction and diff-of-means at the same layer (lift).
+5. :func:`evaluator.transfer.cross_model_transfer` — per-target Pearson of ablation effects.
+6. :func:`reproduction_check` — rerun the recipe: cosine of directions, AUROC difference.
+7. :func:`evaluate_probe` — all of the above for the CLI, with the ProbeScore.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from evaluator import CODE_VERSION
+from evaluator.errors import EvaluatorError, MetricInputError
+from evaluator.results import Progress, fields_dict, jsonable, no_progress, sub_progress
+
+if TYPE_CHECKING:  # pragma: no cover
+    from evaluator.activations import HarvestConfig, SplitActivations
+    from evaluator.latency import LatencyResult
+    from evaluator.models import LoadedModel
+    from evaluator.probes import Probe
+    from evaluator.registry import Registry
+    from evaluator.transfer import TransferResult
+
+log = logging.getLogger(__name__)
+
+FPR_TARGET = 0.01
+RANDOM_BASELINE_DIRECTIONS = 10
+BASELINE_SEED = 0
+#: reproduced mark: direction cosine at least this, and |ΔAUROC| at most REPRO_MAX_AUROC_DIFF
+REPRO_MIN_COSINE = 0.95
+REPRO_MAX_AUROC_DIFF = 0.02
+DECLARED_GAP = 0.05  # SPEC: a gap of more than 5 points between declared and measured is flagged
+#: declared metrics that are compared with measured ones (all in [0, 1], so 5 points = 0.05)
+COMPARABLE_METRICS = ("auroc", "auroc_ea", "auroc_ds", "ece", "brier", "recall_at_1pct_fpr")
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def as_registry(registry: Registry | str | Path | None) -> Registry:
+    from evaluator.registry import Registry, load_registry
+
+    return registry if isinstance(registry, Registry) else load_registry(registry)
+
+
+def as_probe(probe: Probe | str | Path, registry: Registry) -> Probe:
+    from evaluator.probes import Probe, load_probe
+
+    return probe if isinstance(probe, Probe) else load_probe(probe, registry=registry)
+
+
+# --------------------------------------------------------------------------- 1. one run
+
+
+@dataclass
+class ScoredExamples:
+    """Per-example results of one run: what the leaderboard stores."""
+
+    ids: list[str]
+    labels: np.ndarray  # "n" 0/1
+    scores: np.ndarray  # "n" s(x)
+    probs: np.ndarray  # "n" p(x)
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """``[{"id", "label", "score", "prob"}]`` (docs/ARCHITECTURE.md)."""
+        return [
+            {"id": i, "label": int(y), "score": float(s), "prob": float(p)}
+            for i, y, s, p in zip(self.ids, self.labels, self.scores, self.probs, strict=True)
+        ]
+
+    @classmethod
+    def from_records(cls, records: Sequence[Mapping[str, Any]]) -> ScoredExamples:
+        return cls(
+            ids=[str(r["id"]) for r in records],
+            labels=np.array([int(r["label"]) for r in records], dtype=np.int64),
+            scores=np.array([float(r["score"]) for r in records]),
+            probs=np.array([float(r["prob"]) for r in records]),
+        )
+
+    def scores_by_id(self) -> dict[str, float]:
+        return dict(zip(self.ids, self.scores.tolist(), strict=True))
+
+
+@dataclass
+class RunResult:
+    """One evaluation run: probe version × task × split × base model."""
+
+    task_id: str
+    split: str
+    model_id: str
+    probe_name: str
+    probe_sha256: str
+    layer: int
+    position: str
+    input: str
+    output: str
+    split_sha256: str  # re-hashed from the bytes that were read; matched tasks.yaml
+    cache_key: str
+    cache_hit: bool
+    n: int
+    examples: ScoredExamples
+    timings: dict[str, float]  # seconds: load_model, activations, score, total
+    model: dict[str, Any]  # LoadedModel.describe(): weights/tokenizer hashes, device, dtype
+    config: dict[str, Any]  # harvest config
+    code_version: str = CODE_VERSION
+    seed: int | None = None  # the probe recipe's seed, when it has one
+
+    def to_dict(self, *, include_examples: bool = True) -> dict[str, Any]:
+        out = fields_dict(self, skip=("examples",))
+        if include_examples:
+            out["examples"] = self.examples.to_records()
+        return out
+
+
+def _score(probe: Probe, acts: SplitActivations) -> ScoredExamples:
+    scores = probe.score(acts.X)
+    return ScoredExamples(ids=list(acts.ids), labels=acts.labels.copy(), scores=scores,
+                          probs=probe.probability(scores))
+
+
+def _run_with_activations(
+    probe: Probe, *, task_id: str, split: str, registry: Registry, cache_dir: str | Path,
+    lm: LoadedModel | None, device: str | None, dtype: str | None, harvest_config: HarvestConfig | None,
+    progress: Progress,
+) -> tuple[RunResult, SplitActivations, LoadedModel]:
+    from evaluator.activations import ActivationCache, HarvestConfig, split_activations
+    from evaluator.models import load_model
+
+    start = time.perf_counter()
+    config = harvest_config or HarvestConfig()
+    progress(0.0, "load model")
+    if lm is None:
+        lm = load_model(probe.base_model, registry=registry, cache_dir=cache_dir, device=device, dtype=dtype)
+    elif lm.id != probe.base_model:
+        raise EvaluatorError(f"probe {probe.metadata.name!r} reads {probe.base_model}, not {lm.id}")
+    loaded = time.perf_counter()
+    acts = split_activations(
+        lm, registry, task_id, split, layers=[probe.layer], position=probe.metadata.position,
+        input_kind=probe.metadata.input, cache=ActivationCache(cache_dir), config=config,
+        progress=sub_progress(progress, 0.05, 0.95),
+    )[probe.layer]
+    harvested = time.perf_counter()
+    examples = _score(probe, acts)
+    done = time.perf_counter()
+    progress(1.0, "scored")
+    recipe = probe.metadata.recipe or {}
+    result = RunResult(
+        task_id=task_id, split=split, model_id=lm.id, probe_name=probe.metadata.name,
+        probe_sha256=probe.sha256, layer=probe.layer, position=probe.metadata.position,
+        input=probe.metadata.input, output=probe.metadata.output, split_sha256=acts.split_sha256,
+        cache_key=acts.cache_key, cache_hit=acts.cache_hit, n=len(acts.ids), examples=examples,
+        timings={"load_model": loaded - start, "activations": harvested - loaded, "score": done - harvested,
+                 "total": done - start},
+        model=lm.describe(), config=config.to_dict(), seed=recipe.get("seed"),
+    )
+    return result, acts, lm
+
+
+def execute_run(
+    probe: Probe | str | Path,
+    *,
+    task_id: str,
+    split: str,
+    registry: Registry | str | Path | None,
+    cache_dir: str | Path,
+    model_id: str | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    harvest_config: HarvestConfig | None = None,
+    progress: Progress | None = None,
+) -> RunResult:
+    """Execute ONE evaluation run and return its per-example results.
+
+    ``probe``: a loaded :class:`~evaluator.probes.Probe` (see ``probe_from_tensors``) or a probe
+    directory / artifact path. ``model_id`` defaults to the probe's base model and must equal
+    it. The split file is re-hashed against tasks.yaml first (SplitHashMismatch on a change).
+    ``progress(fraction, step)`` is called as the run advances.
+    """
+    reg = as_registry(registry)
+    p = as_probe(probe, reg)
+    if model_id is not None and model_id != p.base_model:
+        raise EvaluatorError(f"probe {p.metadata.name!r} reads {p.base_model}; it cannot run on {model_id}")
+    result, _, _ = _run_with_activations(
+        p, task_id=task_id, split=split, registry=reg, cache_dir=cache_dir, lm=None, device=device,
+        dtype=dtype, harvest_config=harvest_config, progress=progress or no_progress,
+    )
+    return result
+
+
+# --------------------------------------------------------------------------- 2. metrics (pure)
+
+
+@dataclass
+class TaskMetrics:
+    """Every per-task number of SPEC.md §3 for one probe on one task."""
+
+    task_id: str
+    n_test: int
+    auroc: float
+    auroc_ci: tuple[float, float]  # 95% percentile bootstrap, fixed seed
+    auroc_ea: float | None  # None when n/a or imputed (see auroc_ea_status)
+    auroc_ea_status: str  # "measured" | "imputed" (no reference probe) | "n/a" (eval_awareness probe)
+    auroc_ds: float  # measured on distshift, or imputed (factor × auroc)
+    auroc_ds_imputed: bool
+    n_distshift: int
+    ece: float
+    brier: float
+    recall_at_1pct_fpr: float | None  # threshold fixed on the train split's negatives
+    threshold_1pct_fpr: float | None
+    roc_points: list[tuple[float, float]]
+    reliability: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields_dict(self)
+
+
+def task_metrics(
+    *,
+    task_id: str,
+    test: ScoredExamples,
+    distshift: ScoredExamples | None = None,
+    ea_reference: Mapping[str, float] | None = None,
+    train_negative_scores: Sequence[float] | np.ndarray | None = None,
+    ea_applicable: bool = True,
+    imputation: Mapping[str, float],
+) -> TaskMetrics:
+    """Per-task metrics from stored per-example results; no model involved.
+
+    ``ea_reference``: the eval-awareness reference probe's scores r(x) by test id (must cover
+    every test id). ``train_negative_scores``: s(x) on the train split's negatives, which fix
+    the 1%-FPR threshold. ``imputation``: the weights spec's factors (``spec.imputation``).
+    """
+    from evaluator import metrics as m
+
+    notes: list[str] = []
+    auroc = m.auroc(test.scores, test.labels)
+    ci = m.auroc_ci(test.scores, test.labels)
+
+    auroc_ea: float | None = None
+    if not ea_applicable:
+        ea_status = "n/a"
+    elif ea_reference is None:
+        ea_status = "imputed"
+        notes.append("no eval-awareness reference probe for this base model: auroc_ea imputed")
+    else:
+        missing = [i for i in test.ids if i not in ea_reference]
+        if missing:
+            raise MetricInputError(f"reference scores missing for {len(missing)} test id(s), e.g. {missing[0]}")
+        ref = np.array([ea_reference[i] for i in test.ids])
+        try:
+            auroc_ea, ea_status = m.auroc_ea(test.scores, test.labels, ref), "measured"
+        except MetricInputError as exc:
+            ea_status = "imputed"
+            notes.append(f"auroc_ea undefined ({exc}): imputed")
+
+    if distshift is not None:
+        auroc_ds, ds_imputed, n_ds = m.auroc(distshift.scores, distshift.labels), False, len(distshift.ids)
+    else:
+        auroc_ds, ds_imputed, n_ds = imputation["auroc_ds"] * auroc, True, 0
+        notes.append(f"no distshift split: auroc_ds imputed as {imputation['auroc_ds']} × auroc")
+
+    recall = threshold = None
+    if train_negative_scores is not None and len(train_negative_scores) > 0:
+        threshold = m.threshold_at_fpr(train_negative_scores, FPR_TARGET)
+        recall = m.recall_at_fpr(test.scores, test.labels, threshold)
+
+    return TaskMetrics(
+        task_id=task_id, n_test=len(test.ids), auroc=auroc, auroc_ci=ci, auroc_ea=auroc_ea,
+        auroc_ea_status=ea_status, auroc_ds=auroc_ds, auroc_ds_imputed=ds_imputed, n_distshift=n_ds,
+        ece=m.ece(test.probs, test.labels), brier=m.brier(test.probs, test.labels),
+        recall_at_1pct_fpr=recall, threshold_1pct_fpr=threshold,
+        roc_points=m.roc_curve_points(test.scores, test.labels), reliability=m.reliability_bins(test.probs, test.labels),
+        notes=notes,
+    )
+
+
+# --------------------------------------------------------------------------- 4. baselines
+
+
+@dataclass(frozen=True)
+class BaselineResult:
+    """Automatic baselines at the probe's layer/position/input, on the same test split."""
+
+    random_direction_auroc: float  # mean over RANDOM_BASELINE_DIRECTIONS seeded directions
+    random_direction_aurocs: list[float]
+    diff_of_means_auroc: float  # diff-of-means fit on the train split
+    probe_auroc: float
+    lift_over_random: float
+    lift_over_diff_of_means: float
+    seed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields_dict(self)
+
+
+def baselines(train: SplitActivations, test: SplitActivations, *, probe_auroc: float,
+              seed: int = BASELINE_SEED, n_random: int = RANDOM_BASELINE_DIRECTIONS) -> BaselineResult:
+    """Random directions and diff-of-means on the same activations as the probe."""
+    from evaluator.metrics import auroc
+    from evaluator.recipes import Recipe, fit_recipe
+
+    rng = np.random.default_rng(seed)
+    directions = rng.standard_normal((n_random, test.X.shape[1]))
+    random_aurocs = [auroc(test.X @ d, test.labels) for d in directions]
+    recipe = Recipe(method="diff_of_means", task=train.task_id, layer=train.layer, position=train.position,
+                    input=train.input_kind, template=train.input_kind, seed=seed)
+    t = fit_recipe(recipe, train.X, train.labels)
+    dom = auroc(test.X @ t["weight"].astype(np.float64), test.labels)
+    rand = float(np.mean(random_aurocs))
+    return BaselineResult(
+        random_direction_auroc=rand, random_direction_aurocs=random_aurocs, diff_of_means_auroc=dom,
+        probe_auroc=probe_auroc, lift_over_random=probe_auroc - rand, lift_over_diff_of_means=probe_auroc - dom,
+        seed=seed,
+    )
+
+
+# --------------------------------------------------------------------------- 6. reproduction
+
+
+@dataclass(frozen=True)
+class ReproductionResult:
+    task_id: str
+    method: str
+    cosine: float | None  # of the raw-space directions (None for MLP probes)
+    auroc_submitted: float  # on the recipe task's test split
+    auroc_refit: float
+    auroc_diff: float  # submitted − refit
+    score_pearson: float  # of s(x) on the test split, submitted vs refit
+    reproduced: bool
+    criteria: str
+    train_cache_key: str
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields_dict(self)
+
+
+def reproduction_check(
+    probe: Probe | str | Path, *, registry: Registry | str | Path | None, cache_dir: str | Path,
+    device: str | None = None, dtype: str | None = None, harvest_config: HarvestConfig | None = None,
+    progress: Progress | None = None,
+) -> ReproductionResult:
+    """Rerun the probe's recipe on its base model and compare with the uploaded artifact."""
+    from evaluator.activations import ActivationCache, split_activations
+    from evaluator.metrics import auroc, pearson
+    from evaluator.models import load_model
+    from evaluator.probes import probe_from_tensors
+    from evaluator.recipes import Recipe, train_recipe
+
+    start = time.perf_counter()
+    progress = progress or no_progress
+    reg = as_registry(registry)
+    p = as_probe(probe, reg)
+    if p.metadata.recipe is None:
+        raise EvaluatorError("the probe has no recipe: nothing to reproduce")
+    recipe = Recipe.from_dict(p.metadata.recipe, probe=p.metadata, registry=reg)
+    lm = load_model(p.base_model, registry=reg, cache_dir=cache_dir, device=device, dtype=dtype)
+    cache = ActivationCache(cache_dir)
+    trained = train_recipe(recipe, lm, registry=reg, cache=cache, config=harvest_config,
+                           progress=sub_progress(progress, 0.0, 0.5, "reproduce train "))
+    refit = probe_from_tensors(trained.tensors, p.metadata, registry=reg)
+    test = split_activations(lm, reg, recipe.task, "test", layers=[p.layer], position=p.metadata.position,
+                             input_kind=p.metadata.input, cache=cache, config=harvest_config,
+                             progress=sub_progress(progress, 0.5, 1.0, "reproduce test "))[p.layer]
+    s_sub, s_ref = p.score(test.X), refit.score(test.X)
+    a_sub, a_ref = auroc(s_sub, test.labels), auroc(s_ref, test.labels)
+    d_sub, d_ref = p.direction(), refit.direction()
+    cosine = None
+    if d_sub is not None and d_ref is not None:
+        cosine = float(d_sub @ d_ref / (np.linalg.norm(d_sub) * np.linalg.norm(d_ref) or 1.0))
+    ok_auroc = abs(a_sub - a_ref) <= REPRO_MAX_AUROC_DIFF
+    reproduced = ok_auroc and (cosine is None or cosine >= REPRO_MIN_COSINE)
+    criteria = f"|ΔAUROC| ≤ {REPRO_MAX_AUROC_DIFF}" + ("" if cosine is None else f" and cosine ≥ {REPRO_MIN_COSINE}")
+    return ReproductionResult(
+        task_id=recipe.task, method=recipe.method, cosine=cosine, auroc_submitted=a_sub, auroc_refit=a_ref,
+        auroc_diff=a_sub - a_ref, score_pearson=pearson(s_sub, s_ref), reproduced=reproduced,
+        criteria=criteria, train_cache_key=trained.train.cache_key, seconds=time.perf_counter() - start,
+    )
+
+
+# --------------------------------------------------------------------------- 7. the whole probe
+
+
+@dataclass
+class TaskEvaluation:
+    """Everything measured for one task: the runs (per-example scores), metrics, baselines."""
+
+    task_id: str
+    metrics: TaskMetrics
+    baselines: BaselineResult
+    runs: dict[str, RunResult]  # by split: train, test, distshift (when present)
+
+    def to_dict(self, *, include_examples: bool = False) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "metrics": self.metrics.to_dict(),
+            "baselines": self.baselines.to_dict(),
+            "runs": {k: r.to_dict(include_examples=include_examples) for k, r in self.runs.items()},
+        }
+
+
+@dataclass
+class ProbeEvaluation:
+    """The result of :func:`evaluate_probe`."""
+
+    probe: dict[str, Any]  # metadata
+    probe_sha256: str
+    model: dict[str, Any]
+    tasks: dict[str, TaskEvaluation]
+    aggregate: dict[str, Any]  # the Measurements fed to probe_score, plus brier, recall, n
+    imputed: dict[str, str]  # component → why it was imputed (empty when all measured)
+    latency: LatencyResult
+    transfer: list[TransferResult]
+    reproduction: ReproductionResult | None
+    probe_score: dict[str, Any]  # evaluator.scoring.ProbeScore.to_dict()
+    declared_gaps: dict[str, dict[str, Any]]  # declared vs measured, flagged when > 5 points
+    notes: list[str]
+    timings: dict[str, float]
+    config: dict[str, Any]
+    code_version: str = CODE_VERSION
+
+    def to_dict(self, *, include_examples: bool = False) -> dict[str, Any]:
+        out = fields_dict(self, skip=("tasks",))
+        out["tasks"] = {k: t.to_dict(include_examples=include_examples) for k, t in self.tasks.items()}
+        return jsonable(out)
+
+
+def _tasks_for(probe: Probe, registry: Registry, task_ids: Sequence[str] | None) -> list[str]:
+    category = probe.metadata.category
+    if task_ids:
+        for task_id in task_ids:
+            task = registry.task(task_id)
+            if task.category != category:
+                raise EvaluatorError(f"task {task_id} is in category {task.category}; the probe is {category}")
+        return list(task_ids)
+    active = [t.id for t in registry.active_tasks(category)]
+    if not active:
+        raise EvaluatorError(f"no active tasks in category {category}: nothing to evaluate the probe on")
+    return active
+
+
+def evaluate_probe(
+    probe: Probe | str | Path,
+    *,
+    registry: Registry | str | Path | None,
+    cache_dir: str | Path,
+    tasks: Sequence[str] | None = None,
+    reference_probe: Probe | str | Path | None = None,
+    spec_version: str | None = None,
+    transfer_targets: Sequence[str] | None = None,
+    compute_transfer: bool = True,
+    compute_reproduction: bool = True,
+    latency_reps: int = 200,
+    device: str | None = None,
+    dtype: str | None = None,
+    harvest_config: HarvestConfig | None = None,
+    progress: Progress | None = None,
+) -> ProbeEvaluation:
+    """Evaluate one probe version on its category's active tasks (or ``tasks``) on its base model.
+
+    ``reference_probe``: the eval-awareness reference probe for the same base model (None:
+    auroc_ea imputed, flagged). ``transfer_targets``: base models to re-fit on for ρ_CE
+    (default: every other model in the registry). Returns per-task results (with per-example
+    scores), the aggregate Measurements and the ProbeScore under ``spec_version`` (default:
+    the latest spec).
+    """
+    from evaluator.activations import HarvestConfig
+    from evaluator.latency import measure_latency
+    from evaluator.scoring import probe_score
+    from evaluator.transfer import cross_model_transfer
+
+    start = time.perf_counter()
+    progress = progress or no_progress
+    config = harvest_config or HarvestConfig()
+    reg = as_registry(registry)
+    p = as_probe(probe, reg)
+    spec = reg.spec(spec_version)
+    task_ids = _tasks_for(p, reg, tasks)
+    ea_applicable = p.metadata.category != "eval_awareness"
+    ref = as_probe(reference_probe, reg) if (reference_probe is not None and ea_applicable) else None
+    if ref is not None and ref.base_model != p.base_model:
+        raise EvaluatorError(f"the reference probe reads {ref.base_model}, the probe reads {p.base_model}")
+    has_recipe = p.metadata.recipe is not None
+    do_transfer = compute_transfer and has_recipe
+    do_repro = compute_reproduction and has_recipe
+    # Progress budget: tasks 0–0.6, reproduction 0.6–0.7, transfer 0.7–0.97, latency to 1.
+    task_span = 0.6 if (do_transfer or do_repro) else 0.95
+    timings: dict[str, float] = {}
+    notes: list[str] = []
+
+    per_task: dict[str, TaskEvaluation] = {}
+    lm = None
+    for k, task_id in enumerate(task_ids):
+        lo, hi = task_span * k / len(task_ids), task_span * (k + 1) / len(task_ids)
+        splits = ["train", "test"] + (["distshift"] if "distshift" in reg.task(task_id).splits else [])
+        runs: dict[str, RunResult] = {}
+        acts: dict[str, SplitActivations] = {}
+        for s, split in enumerate(splits):
+            report = sub_progress(progress, lo + (hi - lo) * s / (len(splits) + 1),
+                                  lo + (hi - lo) * (s + 1) / (len(splits) + 1), f"{task_id}/{split} ")
+            runs[split], acts[split], lm = _run_with_activations(
+                p, task_id=task_id, split=split, registry=reg, cache_dir=cache_dir, lm=lm, device=device,
+                dtype=dtype, harvest_config=config, progress=report)
+        ea_scores = None
+        if ref is not None:
+            ref_run, _, _ = _run_with_activations(
+                ref, task_id=task_id, split="test", registry=reg, cache_dir=cache_dir, lm=lm, device=device,
+                dtype=dtype, harvest_config=config,
+                progress=sub_progress(progress, lo + (hi - lo) * len(splits) / (len(splits) + 1), hi,
+                                      f"{task_id}/reference "))
+            ea_scores = ref_run.examples.scores_by_id()
+        train = runs["train"].examples
+        metrics = task_metrics(
+            task_id=task_id, test=runs["test"].examples,
+            distshift=runs["distshift"].examples if "distshift" in runs else None,
+            ea_reference=ea_scores, train_negative_scores=train.scores[train.labels == 0],
+            ea_applicable=ea_applicable, imputation=spec.imputation,
+        )
+        per_task[task_id] = TaskEvaluation(
+            task_id=task_id, metrics=metrics, runs=runs,
+            baselines=baselines(acts["train"], acts["test"], probe_auroc=metrics.auroc),
+        )
+    timings["tasks"] = time.perf_counter() - start
+    assert lm is not None
+
+    reproduction = None
+    if do_repro:
+        t0 = time.perf_counter()
+        try:
+            reproduction = reproduction_check(p, registry=reg, cache_dir=cache_dir, device=device, dtype=dtype,
+                                              harvest_config=config, progress=sub_progress(progress, 0.6, 0.7))
+        except EvaluatorError as exc:
+            notes.append(f"reproduction check failed: {exc}")
+        timings["reproduction"] = time.perf_counter() - t0
+    transfer: list[TransferResult] = []
+    if do_transfer:
+        t0 = time.perf_counter()
+        targets = list(transfer_targets) if transfer_targets is not None else list(reg.models)
+        targets = [t for t in targets if t != p.base_model]
+        if targets:
+            transfer = cross_model_transfer(p, targets=targets, registry=reg, cache_dir=cache_dir, device=device,
+                                            dtype=dtype, config=config, progress=sub_progress(progress, 0.7, 0.97))
+        timings["transfer"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    first_test = per_task[task_ids[0]].runs["test"]
+    prompt = _median_length_prompt(reg, task_ids[0], p.metadata.input)
+    latency = measure_latency(p, lm, prompt=prompt, reps=latency_reps)
+    timings["latency"] = time.perf_counter() - t0
+    progress(1.0, "done")
+
+    aggregate, imputed, measurements = _aggregate(per_task, p, latency, transfer, has_recipe, do_transfer,
+                                                  ea_applicable, ref is not None, spec.imputation)
+    score = probe_score(measurements, spec=spec, licenses=reg.licenses)
+    timings["total"] = time.perf_counter() - start
+    return ProbeEvaluation(
+        probe=p.metadata.to_dict(), probe_sha256=p.sha256, model=dict(first_test.model), tasks=per_task,
+        aggregate=aggregate, imputed=imputed, latency=latency, transfer=transfer, reproduction=reproduction,
+        probe_score=score.to_dict(), declared_gaps=_declared_gaps(p.metadata.declared_metrics, aggregate),
+        notes=notes, timings=timings,
+        config={"harvest": config.to_dict(), "spec": spec.version, "tasks": task_ids,
+                "transfer_targets": [r.target_model for r in transfer], "latency_reps": latency_reps,
+                "reference_probe_sha256": ref.sha256 if ref is not None else None},
+    )
+
+
+def _median_length_prompt(registry: Registry, task_id: str, input_kind: str) -> str:
+    """A representative prompt (median text length of the test split) for the forward timing."""
+    from evaluator.activations import read_split, render_prompts
+
+    rows = read_split(registry, task_id, "test")
+    order = np.argsort([len(t) for t in rows.texts], kind="stable")
+    text = rows.texts[int(order[len(order) // 2])]
+    return render_prompts(registry.task(task_id), [text], input_kind)[0]
+
+
+def _aggregate(per_task: dict[str, TaskEvaluation], probe: Probe, latency: LatencyResult,
+               transfer: list[TransferResult], has_recipe: bool, did_transfer: bool, ea_applicable: bool,
+               has_reference: bool, imputation: Mapping[str, float]):
+    """Means over tasks → (aggregate dict, imputed reasons, scoring.Measurements)."""
+    from evaluator.scoring import Measurements
+    from evaluator.transfer import rho_ce
+
+    metrics = [t.metrics for t in per_task.values()]
+    imputed: dict[str, str] = {}
+    auroc = float(np.mean([m.auroc for m in metrics]))
+    ea_values = [m.auroc_ea for m in metrics if m.auroc_ea is not None]
+    auroc_ea = None
+    if ea_applicable and len(ea_values) == len(metrics):
+        auroc_ea = float(np.mean(ea_values))
+    elif ea_applicable:
+        imputed["auroc_ea"] = ("no eval-awareness reference probe for this base model" if not has_reference
+                               else "auroc_ea undefined on some task")
+    ds_imputed = [m.task_id for m in metrics if m.auroc_ds_imputed]
+    if len(ds_imputed) == len(metrics):
+        auroc_ds = None  # probe_score imputes factor × raw AUROC and flags it
+        imputed["auroc_ds"] = "no task has a distshift split"
+    else:
+        auroc_ds = float(np.mean([m.auroc_ds for m in metrics]))
+        if ds_imputed:
+            imputed["auroc_ds"] = (f"partially imputed ({imputation['auroc_ds']} × AUROC) for tasks without a"
+                                   f" distshift split: {', '.join(ds_imputed)}")
+    rho = rho_ce(transfer)
+    if rho is None:
+        imputed["rho_ce"] = ("no recipe: the probe cannot be re-fit on other base models" if not has_recipe
+                             else "transfer not computed" if not did_transfer else "no other base model")
+    recalls = [m.recall_at_1pct_fpr for m in metrics if m.recall_at_1pct_fpr is not None]
+    measurements = Measurements(
+        auroc=auroc, ece=float(np.mean([m.ece for m in metrics])), latency_ms=latency.probe_ms,
+        license=probe.metadata.license, auroc_ea=auroc_ea, auroc_ds=auroc_ds, rho_ce=rho,
+        ea_not_applicable=not ea_applicable,
+    )
+    aggregate = {
+        **{k: getattr(measurements, k) for k in ("auroc", "auroc_ea", "auroc_ds", "ece", "rho_ce", "latency_ms",
+                                                  "license", "ea_not_applicable")},
+        "brier": float(np.mean([m.brier for m in metrics])),
+        "recall_at_1pct_fpr": float(np.mean(recalls)) if recalls else None,
+        "n_tasks": len(metrics),
+        "n_test": int(sum(m.n_test for m in metrics)),
+        "lift_over_random": float(np.mean([t.baselines.lift_over_random for t in per_task.values()])),
+        "lift_over_diff_of_means": float(np.mean([t.baselines.lift_over_diff_of_means for t in per_task.values()])),
+    }
+    return aggregate, imputed, measurements
+
+
+def _declared_gaps(declared: Mapping[str, float], aggregate: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    gaps = {}
+    for name, value in declared.items():
+        if name not in COMPARABLE_METRICS:
+            continue
+        measured = aggregate.get(name)
+        if isinstance(measured, (int, float)) and not isinstance(measured, bool):
+            gap = float(measured) - float(value)
+            gaps[name] = {"declared": value, "measured": measured, "gap": gap, "flagged": abs(gap) > DECLARED_GAP}
+    return gaps

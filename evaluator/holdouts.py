@@ -1,0 +1,107 @@
+"""Quarterly holdouts (SPEC.md §5 norm 4): minted deterministically from a task's holdout_pool.
+
+The holdout of (task, quarter) is a seeded sample of the pool, seeded by the task id and the
+quarter, avoiding every row used by an earlier quarter's holdout while the pool still has enough
+unused groups. Rows of one group (paired items) are always taken together, and the holdout is
+label-balanced. The file bytes are canonical JSONL, so its SHA-256 identifies it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evaluator.errors import EvaluatorError
+
+QUARTER = re.compile(r"^(?P<year>20\d\d)Q(?P<q>[1-4])$")
+DEFAULT_SIZE = 100
+
+
+def quarter_validate(quarter: str) -> str:
+    if not isinstance(quarter, str) or not QUARTER.match(quarter):
+        raise EvaluatorError(f"quarter {quarter!r} must look like 2026Q4 (a year and Q1..Q4)")
+    return quarter
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    """The rows of a split file (JSONL, docs/ARCHITECTURE.md)."""
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise EvaluatorError(f"{path}: line {line_no} is not JSON: {exc}") from None
+    return rows
+
+
+def rows_to_bytes(rows: list[dict]) -> bytes:
+    return "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class Holdout:
+    task_id: str
+    quarter: str
+    rows: list[dict]
+    sha256: str
+    reused_rows: int  # rows already used by an earlier quarter (only when the pool ran out)
+
+    @property
+    def ids(self) -> list[str]:
+        return [r["id"] for r in self.rows]
+
+    def to_bytes(self) -> bytes:
+        return rows_to_bytes(self.rows)
+
+
+def _seed(task_id: str, quarter: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{task_id}|{quarter}".encode()).digest()[:8], "big")
+
+
+def mint_holdout(
+    *, task_id: str, quarter: str, pool: list[dict], used_ids: set[str] | frozenset = frozenset(),
+    size: int = DEFAULT_SIZE,
+) -> Holdout:
+    """Sample ``size`` rows (half per label where the pool allows) from ``pool``.
+
+    Groups are the sampling unit. Unused groups are preferred; only when they cannot fill a label's
+    half are already-used groups drawn (counted in ``reused_rows``). Deterministic for a given
+    (task_id, quarter, pool, used_ids, size).
+    """
+    quarter_validate(quarter)
+    if not pool:
+        raise EvaluatorError(f"task {task_id}: the holdout pool is empty")
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for row in pool:
+        groups[str(row.get("group", row["id"]))].append(row)
+    rng = np.random.default_rng(_seed(task_id, quarter))
+    chosen: list[dict] = []
+    reused = 0
+    for label in (0, 1):
+        # a group counts toward the label of its first row; groups are usually single-label
+        names = sorted(g for g, rows in groups.items() if rows[0]["label"] == label)
+        fresh = [g for g in names if not any(r["id"] in used_ids for r in groups[g])]
+        stale = [g for g in names if g not in set(fresh)]
+        order = [fresh[i] for i in rng.permutation(len(fresh))] + [stale[i] for i in rng.permutation(len(stale))]
+        want, taken = size // 2, 0
+        for g in order:
+            if taken >= want:
+                break
+            rows = [r for r in groups[g] if r["label"] == label] or groups[g]
+            chosen.extend(rows)
+            taken += len(rows)
+            if g in stale:
+                reused += len(rows)
+    if len({r["label"] for r in chosen}) < 2:
+        raise EvaluatorError(f"task {task_id}: the holdout pool does not hold both labels")
+    chosen.sort(key=lambda r: r["id"])
+    data = rows_to_bytes(chosen)
+    return Holdout(task_id, quarter, chosen, hashlib.sha256(data).hexdigest(), reused)

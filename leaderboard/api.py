@@ -1,0 +1,644 @@
+"""The read API (``/api/v1/``): one view per endpoint, each with its OutputSerializer.
+
+Reads go through leaderboard.selectors; serializers only shape what the selectors return. Public
+reads carry ``Cache-Control: public, max-age=…`` and an ETag (a matching ``If-None-Match`` gets
+304). The board's CSV and JSON exports are built from the same serializer as the API rows, so they
+agree field for field.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from django.http import HttpResponse
+from django.urls import reverse
+from django.utils.decorators import method_decorator
+from django.views.decorators.cache import cache_control
+from django.views.decorators.http import conditional_page
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evaluator.registry import COMPONENTS
+from leaderboard import selectors
+from leaderboard.selectors import BoardQueryError
+
+PUBLIC_MAX_AGE = 60
+
+
+def public_read(view_class):
+    """Cache headers and ETag/304 handling on every GET of a public read view."""
+    for decorator in (conditional_page, cache_control(public=True, max_age=PUBLIC_MAX_AGE)):
+        view_class.dispatch = method_decorator(decorator)(view_class.dispatch)
+    return view_class
+
+
+class PublicReadApi(APIView):
+    """Base of the read endpoints: anonymous, GET only."""
+
+    authentication_classes: list = []
+    permission_classes: list = []
+    http_method_names = ["get", "head", "options"]
+
+
+def _board_query(request, **overrides) -> selectors.BoardQuery:
+    try:
+        return selectors.board_query_from_params(request.query_params, **overrides)
+    except BoardQueryError as exc:
+        raise ValidationError({exc.param: [exc.message]}) from None
+
+
+def _board(query: selectors.BoardQuery) -> selectors.Board:
+    try:
+        return selectors.board_get(query=query)
+    except BoardQueryError as exc:
+        raise ValidationError({exc.param: [exc.message]}) from None
+
+
+BOARD_PARAMETERS = [
+    OpenApiParameter("category", str, description="category slug, e.g. hallucination (default: all)"),
+    OpenApiParameter("spec", str, description="weights spec version, e.g. v0.0.1 (default: the latest)"),
+    OpenApiParameter("compare", str, description="a second spec version: each row gets its rank there"),
+    OpenApiParameter("model", str, description="base model slug"),
+    OpenApiParameter("license", str, description="license id, e.g. Apache-2.0"),
+    OpenApiParameter("status", str, enum=list(selectors.BOARD_STATUSES), description="probe status"),
+    OpenApiParameter("measured_only", bool, description="rank by the measured components only"),
+    OpenApiParameter("q", str, description="search in probe name, id and authors"),
+    OpenApiParameter("sort", str, enum=list(selectors.SORT_KEYS), description="sort column (default: score)"),
+    OpenApiParameter("dir", str, enum=["asc", "desc"], description="sort direction"),
+]
+
+
+# --------------------------------------------------------------------------- serializers
+
+
+class ComponentOutput(serializers.Serializer):
+    value = serializers.FloatField(help_text="the component in [0, 1] that the weight multiplies")
+    weight = serializers.FloatField()
+    contribution = serializers.FloatField(help_text="value × weight")
+    imputed = serializers.BooleanField(help_text="not measured: imputed conservatively (norm 3)")
+    raw = serializers.FloatField(allow_null=True, default=None, help_text="what was measured")
+    note = serializers.CharField(allow_blank=True, default="")
+
+
+ComponentsOutput = type(
+    "ComponentsOutput",
+    (serializers.Serializer,),
+    {name: ComponentOutput(default=None, allow_null=True) for name in COMPONENTS},
+)
+
+
+class BadgesOutput(serializers.Serializer):
+    reproduced = serializers.BooleanField(allow_null=True, help_text="null: no recipe to rerun")
+    stability_quarters = serializers.IntegerField(help_text="consecutive quarterly cycles held")
+    stable = serializers.BooleanField()
+    deprecated = serializers.BooleanField()
+    deprecated_reason = serializers.CharField(allow_blank=True)
+    leakage = serializers.BooleanField(help_text="a confirmed leakage record exists")
+    declared_gaps = serializers.DictField(
+        child=serializers.DictField(), help_text="metric → {declared, measured, gap} for gaps over 5 points"
+    )
+    reference = serializers.BooleanField(source="is_reference", help_text="a maintainers' reference probe")
+
+
+class LeaderboardRowOutput(serializers.Serializer):
+    rank = serializers.IntegerField(allow_null=True, help_text="null for deprecated entries")
+    probe = serializers.CharField(help_text="probe id (slug)")
+    name = serializers.CharField()
+    url = serializers.SerializerMethodField()
+    category = serializers.CharField()
+    base_model = serializers.CharField()
+    version = serializers.IntegerField()
+    license = serializers.CharField()
+    authors = serializers.ListField(child=serializers.CharField())
+    total = serializers.FloatField(help_text="ProbeScore under the spec")
+    measured_total = serializers.FloatField(allow_null=True, help_text="weighted mean of measured components")
+    auroc_ci = serializers.ListField(
+        child=serializers.FloatField(), allow_null=True, min_length=2, max_length=2,
+        help_text="95% interval on AUROC",
+    )
+    auroc_ci_kind = serializers.CharField(
+        help_text="bootstrap | per-task (one task) | mean-of-tasks (mean of the per-task bounds)"
+    )
+    components = ComponentsOutput()
+    badges = BadgesOutput(source="*")
+    compare_rank = serializers.IntegerField(allow_null=True)
+    compare_total = serializers.FloatField(allow_null=True)
+    rank_change = serializers.IntegerField(allow_null=True, help_text="places gained against the compared spec")
+    computed_at = serializers.DateTimeField()
+
+    def get_url(self, row) -> str:
+        return reverse("leaderboard:probe", args=[row.probe])
+
+
+class LeaderboardOutput(serializers.Serializer):
+    spec = serializers.CharField()
+    compare = serializers.CharField(allow_null=True)
+    category = serializers.CharField(allow_null=True)
+    measured_only = serializers.BooleanField()
+    sort = serializers.CharField()
+    dir = serializers.CharField()
+    weights = serializers.DictField(child=serializers.FloatField())
+    count = serializers.IntegerField()
+    next = serializers.CharField(allow_null=True)
+    previous = serializers.CharField(allow_null=True)
+    results = LeaderboardRowOutput(many=True)
+
+
+def _board_meta(board: selectors.Board) -> dict:
+    q = board.query
+    return {
+        "spec": board.spec.version,
+        "compare": board.compare.version if board.compare else None,
+        "category": q.category,
+        "measured_only": q.measured_only,
+        "sort": q.sort,
+        "dir": "desc" if q.descending else "asc",
+        "weights": board.spec.weights,
+    }
+
+
+class BoardPagination(LimitOffsetPagination):
+    default_limit = 100
+    max_limit = 1000
+
+
+# --------------------------------------------------------------------------- board
+
+
+@public_read
+class LeaderboardApi(PublicReadApi):
+    @extend_schema(
+        operation_id="leaderboard",
+        summary="The board: latest scored version of each probe under one weights spec",
+        parameters=[
+            *BOARD_PARAMETERS,
+            OpenApiParameter("limit", int, description="rows per page (default 100, max 1000)"),
+            OpenApiParameter("offset", int, description="rows to skip"),
+        ],
+        responses=LeaderboardOutput,
+    )
+    def get(self, request):
+        board = _board(_board_query(request))
+        paginator = BoardPagination()
+        page = paginator.paginate_queryset(board.rows, request, view=self)
+        data = _board_meta(board) | {
+            "count": paginator.count,
+            "next": paginator.get_next_link(),
+            "previous": paginator.get_previous_link(),
+            "results": LeaderboardRowOutput(page, many=True).data,
+        }
+        return Response(data)
+
+
+def export_columns() -> list[str]:
+    cols = ["spec", "rank", "probe", "name", "category", "base_model", "version", "license", "authors",
+            "total", "measured_total", "auroc_ci_lo", "auroc_ci_hi", "auroc_ci_kind"]
+    for name in COMPONENTS:
+        cols += [f"{name}_value", f"{name}_weight", f"{name}_contribution", f"{name}_imputed", f"{name}_raw"]
+    cols += ["reproduced", "stability_quarters", "deprecated", "deprecated_reason", "leakage", "declared_gaps",
+             "reference", "compare_spec", "compare_rank", "compare_total", "rank_change", "computed_at", "url"]
+    return cols
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def flatten_row(row: dict, *, spec: str, compare: str | None) -> dict:
+    """One API row as one CSV record (the columns of :func:`export_columns`)."""
+    ci = row["auroc_ci"] or [None, None]
+    badges = row["badges"]
+    flat = {
+        "spec": spec, "rank": row["rank"], "probe": row["probe"], "name": row["name"],
+        "category": row["category"], "base_model": row["base_model"], "version": row["version"],
+        "license": row["license"], "authors": "; ".join(row["authors"]), "total": row["total"],
+        "measured_total": row["measured_total"], "auroc_ci_lo": ci[0], "auroc_ci_hi": ci[1],
+        "auroc_ci_kind": row["auroc_ci_kind"],
+    }
+    for name in COMPONENTS:
+        comp = row["components"].get(name) or {}
+        for key in ("value", "weight", "contribution", "imputed", "raw"):
+            flat[f"{name}_{key}"] = comp.get(key)
+    flat |= {
+        "reproduced": badges["reproduced"], "stability_quarters": badges["stability_quarters"],
+        "deprecated": badges["deprecated"], "deprecated_reason": badges["deprecated_reason"],
+        "leakage": badges["leakage"],
+        "declared_gaps": json.dumps(badges["declared_gaps"], sort_keys=True) if badges["declared_gaps"] else "",
+        "reference": badges["reference"], "compare_spec": compare, "compare_rank": row["compare_rank"],
+        "compare_total": row["compare_total"], "rank_change": row["rank_change"],
+        "computed_at": row["computed_at"], "url": row["url"],
+    }
+    return {k: _cell(v) for k, v in flat.items()}
+
+
+def _export_filename(board: selectors.Board, ext: str) -> str:
+    scope = board.query.category or "all"
+    return f"probebench-{scope}-{board.spec.version}.{ext}"
+
+
+@public_read
+class LeaderboardCsvApi(PublicReadApi):
+    @extend_schema(
+        operation_id="leaderboard_csv",
+        summary="The whole board as CSV (same rows and filters as /leaderboard, no pagination)",
+        parameters=BOARD_PARAMETERS,
+        responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="one row per entry")},
+    )
+    def get(self, request):
+        board = _board(_board_query(request))
+        rows = LeaderboardRowOutput(board.rows, many=True).data
+        compare = board.compare.version if board.compare else None
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=export_columns(), lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(flatten_row(row, spec=board.spec.version, compare=compare))
+        response = HttpResponse(buf.getvalue(), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{_export_filename(board, "csv")}"'
+        return response
+
+
+@public_read
+class LeaderboardJsonExportApi(PublicReadApi):
+    renderer_classes = [JSONRenderer]
+
+    @extend_schema(
+        operation_id="leaderboard_json_export",
+        summary="The whole board as one JSON document (same rows as /leaderboard, no pagination)",
+        parameters=BOARD_PARAMETERS,
+        responses=LeaderboardOutput,
+    )
+    def get(self, request):
+        board = _board(_board_query(request))
+        data = _board_meta(board) | {
+            "count": len(board.rows),
+            "next": None,
+            "previous": None,
+            "results": LeaderboardRowOutput(board.rows, many=True).data,
+        }
+        response = Response(data)
+        response["Content-Disposition"] = f'attachment; filename="{_export_filename(board, "json")}"'
+        return response
+
+
+# --------------------------------------------------------------------------- registry
+
+
+class CategoryOutput(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    n_tasks = serializers.IntegerField()
+    n_probes = serializers.IntegerField(help_text="probes with a scored version")
+    url = serializers.CharField(source="get_absolute_url")
+
+
+@public_read
+class CategoryListApi(PublicReadApi):
+    @extend_schema(operation_id="categories", summary="The eight categories", responses=CategoryOutput(many=True))
+    def get(self, request):
+        tabs = {t["slug"]: t["count"] for t in selectors.category_tabs()}
+        categories = selectors.category_list()
+        for c in categories:
+            c.n_probes = tabs.get(c.slug, 0)
+        return Response(CategoryOutput(categories, many=True).data)
+
+
+class SplitOutput(serializers.Serializer):
+    name = serializers.CharField()
+    path = serializers.CharField()
+    rows = serializers.IntegerField()
+    sha256 = serializers.CharField()
+
+
+class TaskOutput(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    category = serializers.CharField(source="category_id")
+    family = serializers.CharField()
+    description = serializers.CharField()
+    positive = serializers.CharField()
+    negative = serializers.CharField()
+    source = serializers.DictField()
+    status = serializers.CharField()
+    superseded_by = serializers.CharField(source="superseded_by_id", allow_null=True)
+    minted = serializers.CharField()
+    splits = SplitOutput(many=True, source="splits.all")
+    url = serializers.CharField(source="get_absolute_url")
+
+
+@public_read
+class TaskListApi(PublicReadApi):
+    @extend_schema(
+        operation_id="tasks",
+        summary="Tasks with their splits (row counts, SHA-256)",
+        parameters=[OpenApiParameter("category", str, description="only this category")],
+        responses=TaskOutput(many=True),
+    )
+    def get(self, request):
+        category = (request.query_params.get("category") or "").strip() or None
+        return Response(TaskOutput(selectors.task_list(category=category), many=True).data)
+
+
+class BaseModelOutput(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    family = serializers.CharField()
+    architecture = serializers.CharField()
+    n_layers = serializers.IntegerField()
+    d_model = serializers.IntegerField()
+    weights_license = serializers.CharField()
+    weights_sha256 = serializers.CharField()
+    package = serializers.CharField()
+    package_version = serializers.CharField()
+    is_active = serializers.BooleanField()
+    n_probes = serializers.IntegerField()
+    url = serializers.CharField(source="get_absolute_url")
+
+
+@public_read
+class BaseModelListApi(PublicReadApi):
+    @extend_schema(operation_id="models", summary="Base models the workers run", responses=BaseModelOutput(many=True))
+    def get(self, request):
+        return Response(BaseModelOutput(selectors.base_model_list(), many=True).data)
+
+
+class WeightsSpecOutput(serializers.Serializer):
+    version = serializers.CharField()
+    released = serializers.CharField()
+    description = serializers.CharField()
+    weights = serializers.DictField(child=serializers.FloatField())
+    imputation = serializers.DictField(child=serializers.FloatField())
+    sha256 = serializers.CharField()
+
+
+@public_read
+class WeightsSpecListApi(PublicReadApi):
+    @extend_schema(operation_id="specs", summary="ProbeScore weights specs, oldest first",
+                   responses=WeightsSpecOutput(many=True))
+    def get(self, request):
+        return Response(WeightsSpecOutput(selectors.weights_spec_list(), many=True).data)
+
+
+# --------------------------------------------------------------------------- probe
+
+
+class TaskResultOutput(serializers.Serializer):
+    task = serializers.CharField()
+    task_name = serializers.CharField()
+    auroc = serializers.FloatField(source="result.auroc", default=None, allow_null=True)
+    auroc_ci = serializers.ListField(child=serializers.FloatField(), allow_null=True)
+    auroc_ea = serializers.FloatField(source="result.auroc_ea", default=None, allow_null=True)
+    auroc_ea_imputed = serializers.BooleanField(source="result.auroc_ea_imputed", default=None, allow_null=True)
+    auroc_ds = serializers.FloatField(source="result.auroc_ds", default=None, allow_null=True)
+    auroc_ds_imputed = serializers.BooleanField(source="result.auroc_ds_imputed", default=None, allow_null=True)
+    ece = serializers.FloatField(source="result.ece", default=None, allow_null=True)
+    brier = serializers.FloatField(source="result.brier", default=None, allow_null=True)
+    recall_at_1pct_fpr = serializers.FloatField(source="result.recall_at_1pct_fpr", default=None, allow_null=True)
+    n_test = serializers.IntegerField(source="result.n_test", default=None, allow_null=True)
+    baselines = serializers.DictField(source="result.baselines", default=dict)
+    lift = serializers.DictField(source="result.lift", default=dict)
+    roc = serializers.ListField(
+        child=serializers.ListField(child=serializers.FloatField()), source="result.roc", default=list,
+        help_text="[[fpr, tpr], ...]",
+    )
+    reliability = serializers.ListField(child=serializers.DictField(), source="result.reliability", default=list)
+
+
+class VersionOutput(serializers.Serializer):
+    number = serializers.IntegerField()
+    artifact_sha256 = serializers.CharField()
+    artifact_bytes = serializers.IntegerField()
+    artifact_url = serializers.SerializerMethodField()
+    kind = serializers.CharField()
+    layer = serializers.IntegerField()
+    position = serializers.CharField()
+    input = serializers.CharField()
+    output = serializers.CharField()
+    license = serializers.CharField(source="license_id")
+    authors = serializers.ListField(child=serializers.CharField())
+    paper_url = serializers.CharField()
+    description = serializers.CharField()
+    training_data = serializers.DictField()
+    declared_metrics = serializers.DictField()
+    declared_gaps = serializers.DictField()
+    recipe = serializers.DictField(allow_null=True)
+    reproduction = serializers.DictField(allow_null=True)
+    reproduced = serializers.BooleanField(allow_null=True)
+    reference_auroc = serializers.FloatField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+    def get_artifact_url(self, version) -> str:
+        return reverse("leaderboard:artifact", args=[version.probe.slug, version.number])
+
+
+class ScoreSummaryOutput(serializers.Serializer):
+    spec = serializers.CharField(source="spec_id")
+    total = serializers.FloatField()
+    measured_total = serializers.FloatField(allow_null=True)
+    computed_at = serializers.DateTimeField()
+
+
+class ScoreOutput(ScoreSummaryOutput):
+    components = ComponentsOutput()
+    measurements = serializers.DictField()
+
+
+class CycleResultOutput(serializers.Serializer):
+    quarter = serializers.CharField(source="cycle.quarter")
+    version = serializers.IntegerField(source="probe_version.number")
+    reference_auroc = serializers.FloatField(allow_null=True)
+    holdout_auroc = serializers.FloatField(allow_null=True)
+    test_auroc = serializers.FloatField(allow_null=True)
+    drop_points = serializers.FloatField(allow_null=True)
+    outcome = serializers.CharField()
+
+
+class LeakageOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    probe = serializers.CharField(source="probe.slug")
+    version = serializers.IntegerField(source="probe_version.number", default=None, allow_null=True)
+    source = serializers.CharField()
+    rule = serializers.CharField()
+    summary = serializers.CharField()
+    public_note = serializers.CharField()
+    evidence = serializers.DictField()
+    created_at = serializers.DateTimeField()
+    reviewed_at = serializers.DateTimeField(allow_null=True)
+
+
+class ProbeOutput(serializers.Serializer):
+    slug = serializers.CharField(source="probe.slug")
+    name = serializers.CharField(source="probe.name")
+    category = serializers.CharField(source="probe.category_id")
+    base_model = serializers.CharField(source="probe.base_model_id")
+    reference = serializers.BooleanField(source="probe.is_reference")
+    status = serializers.CharField(source="probe.status")
+    deprecated_reason = serializers.CharField(source="probe.deprecated_reason")
+    stability_quarters = serializers.IntegerField(source="probe.stability_quarters")
+    stable = serializers.BooleanField()
+    spec = serializers.CharField(source="spec.version")
+    version = VersionOutput()
+    versions = serializers.ListField(child=serializers.IntegerField(), source="version_numbers")
+    score = ScoreOutput(allow_null=True)
+    scores = ScoreSummaryOutput(many=True, help_text="this version's total under every spec")
+    tasks = TaskResultOutput(many=True, source="results")
+    transfer = serializers.ListField(child=serializers.DictField(), help_text="[{model, name, pearson}]")
+    declared = serializers.ListField(child=serializers.DictField(), help_text="declared vs measured metrics")
+    leakage = LeakageOutput(many=True)
+    history = CycleResultOutput(many=True)
+
+
+@public_read
+class ProbeDetailApi(PublicReadApi):
+    @extend_schema(
+        operation_id="probe",
+        summary="One probe: its public version, scores, per-task results, history and leakage records",
+        parameters=[
+            OpenApiParameter("spec", str, description="weights spec version (default: the latest)"),
+            OpenApiParameter("version", int, description="a public version number (default: the latest)"),
+        ],
+        responses={200: ProbeOutput, 404: OpenApiResponse(description="no such public probe")},
+    )
+    def get(self, request, slug):
+        version = request.query_params.get("version")
+        if version is not None and not version.isdigit():
+            raise ValidationError({"version": ["must be a positive integer"]})
+        try:
+            detail = selectors.probe_detail(
+                slug=slug, spec=request.query_params.get("spec") or None, version=int(version) if version else None
+            )
+        except BoardQueryError as exc:
+            raise ValidationError({exc.param: [exc.message]}) from None
+        if detail is None:
+            raise NotFound(f"no public probe {slug!r}")
+        detail.version_numbers = [v.number for v in detail.versions]
+        return Response(ProbeOutput(detail).data)
+
+
+# --------------------------------------------------------------------------- cycles, leakage, queue
+
+
+class CycleOutput(serializers.Serializer):
+    quarter = serializers.CharField()
+    status = serializers.CharField()
+    started_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    n_results = serializers.IntegerField()
+    outcome_counts = serializers.DictField(child=serializers.IntegerField())
+    url = serializers.CharField(source="get_absolute_url")
+
+
+@public_read
+class ReevaluationListApi(PublicReadApi):
+    @extend_schema(operation_id="reevaluations", summary="Quarterly re-evaluation cycles, newest first",
+                   responses=CycleOutput(many=True))
+    def get(self, request):
+        return Response(CycleOutput(selectors.reevaluation_list(), many=True).data)
+
+
+class CycleResultRowOutput(CycleResultOutput):
+    probe = serializers.CharField(source="probe_version.probe.slug")
+    name = serializers.CharField(source="probe_version.probe.name")
+    category = serializers.CharField(source="probe_version.probe.category_id")
+
+
+class CycleDetailOutput(serializers.Serializer):
+    quarter = serializers.CharField()
+    status = serializers.CharField()
+    error = serializers.CharField()
+    started_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    holdouts = serializers.DictField(help_text="task → the holdout minted this quarter (path, rows, sha256)")
+    diff = serializers.DictField(help_text="the public diff")
+    results = CycleResultRowOutput(many=True)
+
+
+def _public_holdouts(holdouts: dict) -> dict:
+    """The minted holdouts without their item ids (the holdout stays unseen by submitters)."""
+    return {
+        task: {k: v for k, v in (entry or {}).items() if k != "ids"} if isinstance(entry, dict) else entry
+        for task, entry in (holdouts or {}).items()
+    }
+
+
+@public_read
+class ReevaluationDetailApi(PublicReadApi):
+    @extend_schema(
+        operation_id="reevaluation",
+        summary="One quarter's re-evaluation: its public diff and every public result",
+        responses={200: CycleDetailOutput, 404: OpenApiResponse(description="no such cycle")},
+    )
+    def get(self, request, quarter):
+        found = selectors.reevaluation_detail(quarter=quarter)
+        if found is None:
+            raise NotFound(f"no re-evaluation cycle {quarter!r}")
+        cycle, results = found
+        fields = ("quarter", "status", "error", "started_at", "finished_at", "diff")
+        payload = {f: getattr(cycle, f) for f in fields} | {
+            "holdouts": _public_holdouts(cycle.holdouts),
+            "results": results,
+        }
+        return Response(CycleDetailOutput(payload).data)
+
+
+class LeakagePublicOutput(LeakageOutput):
+    probe_name = serializers.CharField(source="probe.name")
+    probe_url = serializers.SerializerMethodField()
+
+    def get_probe_url(self, record) -> str | None:
+        return reverse("leaderboard:probe", args=[record.probe.slug]) if record.probe_public else None
+
+
+@public_read
+class LeakageListApi(PublicReadApi):
+    @extend_schema(operation_id="leakage", summary="Confirmed leakage records (public and permanent)",
+                   responses=LeakagePublicOutput(many=True))
+    def get(self, request):
+        return Response(LeakagePublicOutput(selectors.leakage_public_list(), many=True).data)
+
+
+class QueueEntryOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    probe_name = serializers.CharField()
+    category = serializers.CharField()
+    base_model = serializers.CharField()
+    version = serializers.IntegerField()
+    status = serializers.CharField()
+    progress = serializers.FloatField()
+    created_at = serializers.DateTimeField()
+    age_days = serializers.FloatField()
+    overdue = serializers.BooleanField(help_text="older than the review goal")
+
+
+@public_read
+class QueueApi(PublicReadApi):
+    @extend_schema(
+        operation_id="queue",
+        summary="Open submissions, oldest first, with their age against the review goal",
+        responses=inline_serializer(
+            "QueueOutput",
+            {"review_goal_days": serializers.IntegerField(), "results": QueueEntryOutput(many=True)},
+        ),
+    )
+    def get(self, request):
+        return Response(
+            {
+                "review_goal_days": selectors.POLICY["review_goal_days"],
+                "results": QueueEntryOutput(selectors.submission_queue(), many=True).data,
+            }
+        )

@@ -1,0 +1,30 @@
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from leaderboard.errors import ServiceError
+from leaderboard.reevaluation import reevaluation_start
+
+
+class Command(BaseCommand):
+    help = "Start the quarterly re-evaluation cycle for QUARTER (e.g. 2026Q4) as a staff user."
+
+    def add_arguments(self, parser):
+        parser.add_argument("quarter")
+        parser.add_argument("--as", dest="username", default=None,
+                            help="the staff user who triggers it (default: the first superuser)")
+
+    def handle(self, *args, quarter: str, username: str | None = None, **options):
+        User = get_user_model()
+        qs = User.objects.filter(is_staff=True)
+        user = qs.filter(username=username).first() if username else qs.filter(is_superuser=True).order_by("pk").first()
+        if user is None:
+            raise CommandError("a staff user is needed: pass --as USERNAME (create one with createsuperuser)")
+        try:
+            cycle = reevaluation_start(quarter=quarter, by=user)
+        except ServiceError as exc:
+            raise CommandError(exc.message) from None
+        runs = cycle.runs.count()
+        self.stdout.write(f"cycle {cycle.quarter} started by {user.username}: {len(cycle.holdouts)} holdout(s) minted,"
+                          f" {runs} run(s) queued")
+        for task_id, h in sorted(cycle.holdouts.items()):
+            self.stdout.write(f"  {task_id}: {h['rows']} rows, sha256 {h['sha256']}")
