@@ -134,18 +134,19 @@ def forward_until(lm: LoadedModel, batch: dict[str, Any], layers: Sequence[int])
 
         return hook
 
-    handles = [
-        (lm.embeddings if layer == 0 else lm.blocks[layer - 1]).register_forward_hook(hook_for(layer))
-        for layer in wanted
-    ]
-    try:
-        with torch.inference_mode():
-            lm.model(**batch, use_cache=False)
-    except _StopForward:
-        pass
-    finally:
-        for handle in handles:
-            handle.remove()
+    with lm.lock:
+        handles = [
+            (lm.embeddings if layer == 0 else lm.blocks[layer - 1]).register_forward_hook(hook_for(layer))
+            for layer in wanted
+        ]
+        try:
+            with torch.inference_mode():
+                lm.model(**batch, use_cache=False)
+        except _StopForward:
+            pass
+        finally:
+            for handle in handles:
+                handle.remove()
     missing = [layer for layer in wanted if layer not in captured]
     if missing:  # pragma: no cover - would mean the architecture skipped a block
         raise EvaluatorError(f"{lm.id}: layers {missing} were not reached by the forward pass")
@@ -248,27 +249,37 @@ class SplitRows:
     texts: list[str]
 
 
-def read_split(registry: Registry, task_id: str, split: str) -> SplitRows:
-    """Read a split file, re-hashing exactly the bytes it parses against tasks.yaml.
+def read_split(
+    registry: Registry, task_id: str, split: str, *, path: str | Path | None = None,
+    expected_sha256: str | None = None,
+) -> SplitRows:
+    """Read a split file, re-hashing exactly the bytes it parses.
 
-    Raises SplitHashMismatch on a changed file, RegistryError on a missing file or a row count
-    different from tasks.yaml.
+    A tasks.yaml split is checked against its pinned hash and row count. An extra split that is
+    not in tasks.yaml (a quarterly holdout minted from the pool) is given as ``path`` with the
+    ``expected_sha256`` recorded when it was minted; ``split`` then only names it.
+    Raises SplitHashMismatch on changed bytes, RegistryError on a missing file or wrong row count.
     """
     task = registry.task(task_id)
-    if split not in task.splits:
-        raise RegistryError(f"task {task_id} has no {split!r} split; it has {', '.join(task.splits)}")
-    spec = task.splits[split]
-    path = registry.root / spec.path
+    expected_rows: int | None = None
+    if path is None:
+        if split not in task.splits:
+            raise RegistryError(f"task {task_id} has no {split!r} split; it has {', '.join(task.splits)}")
+        spec = task.splits[split]
+        path, expected_sha256, expected_rows = registry.root / spec.path, spec.sha256, spec.rows
+    elif not expected_sha256:
+        raise RegistryError(f"task {task_id}: split file {path} needs its expected SHA-256")
+    path = Path(path)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise RegistryError(f"task {task_id}: split file {spec.path} is missing") from None
+        raise RegistryError(f"task {task_id}: split file {path} is missing") from None
     actual = hashlib.sha256(data).hexdigest()
-    if actual != spec.sha256:
-        raise SplitHashMismatch(spec.path, spec.sha256, actual)
+    if actual != expected_sha256:
+        raise SplitHashMismatch(str(path), str(expected_sha256), actual)
     rows = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
-    if len(rows) != spec.rows:
-        raise RegistryError(f"task {task_id}: {spec.path} has {len(rows)} rows, tasks.yaml says {spec.rows}")
+    if expected_rows is not None and len(rows) != expected_rows:
+        raise RegistryError(f"task {task_id}: {path} has {len(rows)} rows, tasks.yaml says {expected_rows}")
     return SplitRows(
         task_id=task_id,
         split=split,
@@ -406,17 +417,20 @@ def split_activations(
     cache: ActivationCache | None = None,
     config: HarvestConfig | None = None,
     progress: Progress | None = None,
+    split_file: str | Path | None = None,
+    split_sha256: str | None = None,
 ) -> dict[int, SplitActivations]:
     """Activations of a verified split at several layers: {layer: SplitActivations}.
 
     Layers found in the cache cost a file read; the missing ones are harvested together in one
     pass over the split (the forward stops at the deepest missing layer) and then stored.
+    ``split_file``/``split_sha256``: a split outside tasks.yaml (a minted holdout), see read_split.
     """
     config = config or HarvestConfig()
     progress = progress or _no_progress
     _check_positions([position])
     start = time.perf_counter()
-    rows = read_split(registry, task_id, split)
+    rows = read_split(registry, task_id, split, path=split_file, expected_sha256=split_sha256)
     task = registry.task(task_id)
     result: dict[int, SplitActivations] = {}
     missing: dict[int, tuple[str, dict[str, Any]]] = {}

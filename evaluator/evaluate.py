@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from evaluator import CODE_VERSION
-from evaluator.errors import EvaluatorError, MetricInputError
+from evaluator.errors import EvaluatorError, InfrastructureError, MetricInputError, RegistryError
 from evaluator.results import Progress, fields_dict, jsonable, no_progress, sub_progress
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -136,7 +136,7 @@ def _score(probe: Probe, acts: SplitActivations) -> ScoredExamples:
 def _run_with_activations(
     probe: Probe, *, task_id: str, split: str, registry: Registry, cache_dir: str | Path,
     lm: LoadedModel | None, device: str | None, dtype: str | None, harvest_config: HarvestConfig | None,
-    progress: Progress,
+    progress: Progress, split_file: str | Path | None = None, split_sha256: str | None = None,
 ) -> tuple[RunResult, SplitActivations, LoadedModel]:
     from evaluator.activations import ActivationCache, HarvestConfig, split_activations
     from evaluator.models import load_model
@@ -152,7 +152,7 @@ def _run_with_activations(
     acts = split_activations(
         lm, registry, task_id, split, layers=[probe.layer], position=probe.metadata.position,
         input_kind=probe.metadata.input, cache=ActivationCache(cache_dir), config=config,
-        progress=sub_progress(progress, 0.05, 0.95),
+        progress=sub_progress(progress, 0.05, 0.95), split_file=split_file, split_sha256=split_sha256,
     )[probe.layer]
     harvested = time.perf_counter()
     examples = _score(probe, acts)
@@ -183,12 +183,16 @@ def execute_run(
     dtype: str | None = None,
     harvest_config: HarvestConfig | None = None,
     progress: Progress | None = None,
+    split_file: str | Path | None = None,
+    split_sha256: str | None = None,
 ) -> RunResult:
     """Execute ONE evaluation run and return its per-example results.
 
     ``probe``: a loaded :class:`~evaluator.probes.Probe` (see ``probe_from_tensors``) or a probe
     directory / artifact path. ``model_id`` defaults to the probe's base model and must equal
     it. The split file is re-hashed against tasks.yaml first (SplitHashMismatch on a change).
+    A split outside tasks.yaml (a quarterly holdout) is given as ``split_file`` + the
+    ``split_sha256`` recorded when it was minted; ``split`` then only names it (e.g. "holdout").
     ``progress(fraction, step)`` is called as the run advances.
     """
     reg = as_registry(registry)
@@ -197,7 +201,8 @@ def execute_run(
         raise EvaluatorError(f"probe {p.metadata.name!r} reads {p.base_model}; it cannot run on {model_id}")
     result, _, _ = _run_with_activations(
         p, task_id=task_id, split=split, registry=reg, cache_dir=cache_dir, lm=None, device=device,
-        dtype=dtype, harvest_config=harvest_config, progress=progress or no_progress,
+        dtype=dtype, harvest_config=harvest_config, progress=progress or no_progress, split_file=split_file,
+        split_sha256=split_sha256,
     )
     return result
 
@@ -545,17 +550,27 @@ def evaluate_probe(
         try:
             reproduction = reproduction_check(p, registry=reg, cache_dir=cache_dir, device=device, dtype=dtype,
                                               harvest_config=config, progress=sub_progress(progress, 0.6, 0.7))
-        except EvaluatorError as exc:
+        except (InfrastructureError, RegistryError):
+            raise  # the machine's or the registry's fault: the run is retried or stopped
+        except EvaluatorError as exc:  # the recipe cannot be rerun: no "reproduced" mark
             notes.append(f"reproduction check failed: {exc}")
         timings["reproduction"] = time.perf_counter() - t0
     transfer: list[TransferResult] = []
+    transfer_failed = False
     if do_transfer:
         t0 = time.perf_counter()
         targets = list(transfer_targets) if transfer_targets is not None else list(reg.models)
         targets = [t for t in targets if t != p.base_model]
-        if targets:
-            transfer = cross_model_transfer(p, targets=targets, registry=reg, cache_dir=cache_dir, device=device,
-                                            dtype=dtype, config=config, progress=sub_progress(progress, 0.7, 0.97))
+        try:
+            if targets:
+                transfer = cross_model_transfer(p, targets=targets, registry=reg, cache_dir=cache_dir,
+                                                device=device, dtype=dtype, config=config,
+                                                progress=sub_progress(progress, 0.7, 0.97))
+        except (InfrastructureError, RegistryError):
+            raise
+        except EvaluatorError as exc:  # the recipe cannot be re-fit: rho_ce imputed, like no recipe
+            transfer_failed = True
+            notes.append(f"cross-model transfer failed: {exc}")
         timings["transfer"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -565,8 +580,8 @@ def evaluate_probe(
     timings["latency"] = time.perf_counter() - t0
     progress(1.0, "done")
 
-    aggregate, imputed, measurements = _aggregate(per_task, p, latency, transfer, has_recipe, do_transfer,
-                                                  ea_applicable, ref is not None, spec.imputation)
+    aggregate, imputed, measurements = _aggregate(per_task, p, latency, transfer, has_recipe and not transfer_failed,
+                                                  do_transfer, ea_applicable, ref is not None, spec.imputation)
     score = probe_score(measurements, spec=spec, licenses=reg.licenses)
     timings["total"] = time.perf_counter() - start
     return ProbeEvaluation(
@@ -618,7 +633,7 @@ def _aggregate(per_task: dict[str, TaskEvaluation], probe: Probe, latency: Laten
                                    f" distshift split: {', '.join(ds_imputed)}")
     rho = rho_ce(transfer)
     if rho is None:
-        imputed["rho_ce"] = ("no recipe: the probe cannot be re-fit on other base models" if not has_recipe
+        imputed["rho_ce"] = ("no usable recipe: the probe cannot be re-fit on other base models" if not has_recipe
                              else "transfer not computed" if not did_transfer else "no other base model")
     recalls = [m.recall_at_1pct_fpr for m in metrics if m.recall_at_1pct_fpr is not None]
     measurements = Measurements(

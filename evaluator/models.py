@@ -80,6 +80,9 @@ class LoadedModel:
     load_seconds: float
     source: str  # "cache" | "converted" | "package"
     info: dict[str, Any] = field(default_factory=dict)
+    #: held during a forward pass: the harvester's hooks sit on shared modules, so two threads
+    #: must not run the same model at once (separate processes each have their own copy)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def id(self) -> str:

@@ -76,19 +76,19 @@ def read_safetensors(data: bytes, *, max_bytes: int = MAX_ARTIFACT_BYTES) -> dic
     size = len(data)
     if size > max_bytes:
         raise ArtifactError(f"artifact is {size:,} bytes; the size limit is {max_bytes:,} bytes")
-    for magic, what in _MAGIC:
-        if data.startswith(magic):
-            raise _not_safetensors(what)
-    if size < 8:
-        raise ArtifactError(f"artifact is truncated or empty: {size} bytes, less than the 8-byte header length")
+    # A safetensors file is an 8-byte little-endian header length, then a JSON object.
+    if data[8:9] != b"{":
+        for magic, what in _MAGIC:
+            if data.startswith(magic):
+                raise _not_safetensors(what)
+        if size <= 8:
+            raise ArtifactError(f"artifact is truncated or empty: {size} bytes, no header")
+        raise _not_safetensors("something else (no JSON header after the 8-byte length)")
     header_len = int.from_bytes(data[:8], "little")
     if header_len > size - 8:
-        if data[8:9] == b"{":
-            raise ArtifactError(
-                f"artifact is truncated: its header alone is {header_len:,} bytes but the file has"
-                f" {size:,} bytes"
-            )
-        raise _not_safetensors("something else (no valid safetensors header)")
+        raise ArtifactError(
+            f"artifact is truncated: its header alone is {header_len:,} bytes but the file has {size:,} bytes"
+        )
     if header_len > MAX_HEADER_BYTES:
         raise ArtifactError(f"artifact header is {header_len:,} bytes; at most {MAX_HEADER_BYTES:,} accepted")
     try:

@@ -18,7 +18,13 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import conditional_page
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import LimitOffsetPagination
@@ -93,6 +99,20 @@ ComponentsOutput = type(
     (serializers.Serializer,),
     {name: ComponentOutput(default=None, allow_null=True) for name in COMPONENTS},
 )
+_COMPONENT_KEYS = ("value", "weight", "contribution", "imputed", "raw", "note")
+
+
+@extend_schema_field(ComponentsOutput)
+class ComponentsField(serializers.Field):
+    """The components as stored, in the shape of ComponentsOutput (a plain field: the board
+    serializes hundreds of rows, and nested serializers cost more than the rest of the request)."""
+
+    def to_representation(self, value):
+        return {
+            name: {k: (value[name].get(k, "" if k == "note" else None)) for k in _COMPONENT_KEYS}
+            if value.get(name) else None
+            for name in COMPONENTS
+        }
 
 
 class BadgesOutput(serializers.Serializer):
@@ -103,7 +123,9 @@ class BadgesOutput(serializers.Serializer):
     deprecated_reason = serializers.CharField(allow_blank=True)
     leakage = serializers.BooleanField(help_text="a confirmed leakage record exists")
     declared_gaps = serializers.DictField(
-        child=serializers.DictField(), help_text="metric → {declared, measured, gap} for gaps over 5 points"
+        source="declared_mismatch",
+        child=serializers.DictField(),
+        help_text="metric → {declared, measured, gap}: declared metrics whose gap to the measured one is flagged",
     )
     reference = serializers.BooleanField(source="is_reference", help_text="a maintainers' reference probe")
 
@@ -127,7 +149,7 @@ class LeaderboardRowOutput(serializers.Serializer):
     auroc_ci_kind = serializers.CharField(
         help_text="bootstrap | per-task (one task) | mean-of-tasks (mean of the per-task bounds)"
     )
-    components = ComponentsOutput()
+    components = ComponentsField()
     badges = BadgesOutput(source="*")
     compare_rank = serializers.IntegerField(allow_null=True)
     compare_total = serializers.FloatField(allow_null=True)
@@ -166,7 +188,7 @@ def _board_meta(board: selectors.Board) -> dict:
 
 
 class BoardPagination(LimitOffsetPagination):
-    default_limit = 100
+    default_limit = 50
     max_limit = 1000
 
 
@@ -180,7 +202,7 @@ class LeaderboardApi(PublicReadApi):
         summary="The board: latest scored version of each probe under one weights spec",
         parameters=[
             *BOARD_PARAMETERS,
-            OpenApiParameter("limit", int, description="rows per page (default 100, max 1000)"),
+            OpenApiParameter("limit", int, description="rows per page (default 50, max 1000)"),
             OpenApiParameter("offset", int, description="rows to skip"),
         ],
         responses=LeaderboardOutput,
@@ -189,6 +211,7 @@ class LeaderboardApi(PublicReadApi):
         board = _board(_board_query(request))
         paginator = BoardPagination()
         page = paginator.paginate_queryset(board.rows, request, view=self)
+        selectors.board_details_attach(page)
         data = _board_meta(board) | {
             "count": paginator.count,
             "next": paginator.get_next_link(),
@@ -260,6 +283,7 @@ class LeaderboardCsvApi(PublicReadApi):
     )
     def get(self, request):
         board = _board(_board_query(request))
+        selectors.board_details_attach(board.rows)
         rows = LeaderboardRowOutput(board.rows, many=True).data
         compare = board.compare.version if board.compare else None
         buf = io.StringIO()
@@ -284,6 +308,7 @@ class LeaderboardJsonExportApi(PublicReadApi):
     )
     def get(self, request):
         board = _board(_board_query(request))
+        selectors.board_details_attach(board.rows)
         data = _board_meta(board) | {
             "count": len(board.rows),
             "next": None,
@@ -400,23 +425,25 @@ class WeightsSpecListApi(PublicReadApi):
 class TaskResultOutput(serializers.Serializer):
     task = serializers.CharField()
     task_name = serializers.CharField()
-    auroc = serializers.FloatField(source="result.auroc", default=None, allow_null=True)
-    auroc_ci = serializers.ListField(child=serializers.FloatField(), allow_null=True)
-    auroc_ea = serializers.FloatField(source="result.auroc_ea", default=None, allow_null=True)
-    auroc_ea_imputed = serializers.BooleanField(source="result.auroc_ea_imputed", default=None, allow_null=True)
-    auroc_ds = serializers.FloatField(source="result.auroc_ds", default=None, allow_null=True)
-    auroc_ds_imputed = serializers.BooleanField(source="result.auroc_ds_imputed", default=None, allow_null=True)
-    ece = serializers.FloatField(source="result.ece", default=None, allow_null=True)
-    brier = serializers.FloatField(source="result.brier", default=None, allow_null=True)
-    recall_at_1pct_fpr = serializers.FloatField(source="result.recall_at_1pct_fpr", default=None, allow_null=True)
-    n_test = serializers.IntegerField(source="result.n_test", default=None, allow_null=True)
-    baselines = serializers.DictField(source="result.baselines", default=dict)
-    lift = serializers.DictField(source="result.lift", default=dict)
-    roc = serializers.ListField(
-        child=serializers.ListField(child=serializers.FloatField()), source="result.roc", default=list,
-        help_text="[[fpr, tpr], ...]",
+    auroc = serializers.FloatField(source="result.auroc", allow_null=True)
+    auroc_ci = serializers.ListField(child=serializers.FloatField(), source="result.auroc_ci", allow_null=True)
+    auroc_ea = serializers.FloatField(source="result.auroc_ea", allow_null=True)
+    auroc_ea_imputed = serializers.BooleanField(source="result.auroc_ea_imputed")
+    auroc_ea_na = serializers.BooleanField(source="result.auroc_ea_na", help_text="eval_awareness probes")
+    auroc_ds = serializers.FloatField(source="result.auroc_ds", allow_null=True)
+    auroc_ds_imputed = serializers.BooleanField(source="result.auroc_ds_imputed")
+    ece = serializers.FloatField(source="result.ece", allow_null=True)
+    brier = serializers.FloatField(source="result.brier", allow_null=True)
+    recall_at_1pct_fpr = serializers.FloatField(source="result.recall_at_1pct_fpr", allow_null=True)
+    n_test = serializers.IntegerField(source="result.n_test", allow_null=True)
+    baselines = serializers.DictField(
+        child=serializers.FloatField(), source="result.baselines", help_text="AUROC: random_direction, diff_of_means"
     )
-    reliability = serializers.ListField(child=serializers.DictField(), source="result.reliability", default=list)
+    lift = serializers.DictField(child=serializers.FloatField(), source="result.lift")
+    roc = serializers.ListField(
+        child=serializers.ListField(child=serializers.FloatField()), source="result.roc", help_text="[[fpr, tpr], ...]"
+    )
+    reliability = serializers.ListField(child=serializers.DictField(), source="result.reliability")
 
 
 class VersionOutput(serializers.Serializer):

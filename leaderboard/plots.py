@@ -218,10 +218,10 @@ def history_svg(points: Sequence[dict], *, title: str = "History over quarters")
         "on the fixed test split, and the reference AUROC each cycle compares against.",
         x=Axis("Quarter", -0.5, max(n - 0.5, 0.5), xs, quarters),
         y=Axis("AUROC", y_lo, 1.0, ticks),
-        series=[
-            series("holdout_auroc", "holdout AUROC"),
-            series("test_auroc", "test AUROC"),
+        series=[  # drawn in this order: the holdout line on top
             series("reference_auroc", "reference AUROC", dashed=True),
+            series("test_auroc", "test AUROC"),
+            series("holdout_auroc", "holdout AUROC"),
         ],
     )
 

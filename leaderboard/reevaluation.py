@@ -225,3 +225,95 @@ def _entry(result: CycleResult) -> dict:
     v = result.probe_version
     return {"probe": v.probe.slug, "version": v.number, "reference_auroc": result.reference_auroc,
             "holdout_auroc": result.holdout_auroc, "drop_points": result.drop_points, "outcome": result.outcome}
+
+
+# --------------------------------------------------------------------------- reference probe updates
+
+
+def dependents_of(*, base_model_id: str) -> list[ProbeVersion]:
+    """Scored versions whose auroc_ea depends on the base model's eval-awareness reference probe."""
+    from leaderboard.services import EA_ROLE
+
+    return [v for v in scored_versions_all() if v.probe.base_model_id == base_model_id
+            and v.probe.category_id != EA_ROLE]
+
+
+def scored_versions_all() -> list[ProbeVersion]:
+    """The latest scored version of every probe, active or deprecated."""
+    latest: dict[int, ProbeVersion] = {}
+    qs = (ProbeVersion.objects.filter(submission__status=Submission.Status.SCORED)
+          .select_related("probe").order_by("probe_id", "-number"))
+    for v in qs:
+        latest.setdefault(v.probe_id, v)
+    return list(latest.values())
+
+
+def reference_update_start(*, new_version: ProbeVersion, dispatch: bool = True):
+    """A new eval-awareness reference version was scored: have it score the test items of every
+    task its dependents ran on, then recompute their auroc_ea from stored scores."""
+    from leaderboard.models import ReferenceUpdate
+    from leaderboard.services import EA_ROLE, evaluation_runs_dispatch_on_commit
+
+    base_model = new_version.probe.base_model
+    old = (ProbeVersion.objects.filter(probe__base_model=base_model, probe__reference_role=EA_ROLE,
+                                       submission__status=Submission.Status.SCORED)
+           .exclude(pk=new_version.pk).order_by("-created_at", "-pk").first())
+    with transaction.atomic():
+        update, created = ReferenceUpdate.objects.get_or_create(
+            new_version=new_version, defaults={"base_model": base_model, "old_version": old})
+        if not created:
+            return update
+        tasks = {t for v in dependents_of(base_model_id=base_model.slug)
+                 for t in Task.objects.filter(category_id=v.probe.category_id, status=Task.Status.ACTIVE)}
+        runs = []
+        for task in tasks:
+            run, made = Run.objects.get_or_create(
+                probe_version=new_version, kind=Run.Kind.REFERENCE, task=task, split="test",
+                base_model=base_model, cycle=None, defaults={"code_version": CODE_VERSION})
+            if made:
+                runs.append(run)
+        if dispatch:
+            evaluation_runs_dispatch_on_commit(runs)
+    reference_update_advance(update_id=update.pk)
+    return update
+
+
+def reference_update_advance(*, update_id: int):
+    """Once the new reference's runs are done: recompute every dependent's auroc_ea and Score
+    from stored per-example scores (no model) and publish the diff. Idempotent."""
+    from leaderboard.models import ReferenceUpdate, Score
+    from leaderboard.scoring import measurements_compute, scores_write
+
+    update = ReferenceUpdate.objects.get(pk=update_id)
+    if update.status != ReferenceUpdate.Status.RUNNING:
+        return update
+    ref_runs = {r.task_id: r for r in Run.objects.filter(
+        probe_version=update.new_version, kind=Run.Kind.REFERENCE, cycle=None)}
+    if any(r.status not in (Run.Status.SUCCEEDED, Run.Status.FAILED) for r in ref_runs.values()):
+        return update
+    with transaction.atomic():
+        update = ReferenceUpdate.objects.select_for_update().get(pk=update_id)
+        if update.status != ReferenceUpdate.Status.RUNNING:
+            return update
+        diff = []
+        for version in dependents_of(base_model_id=update.base_model_id):
+            before = {s.spec_id: s for s in Score.objects.filter(probe_version=version)}
+            latest_spec = max(before, default=None, key=lambda v: tuple(int(x) for x in v[1:].split(".")))
+            if latest_spec is None:
+                continue
+            imputation = before[latest_spec].spec.imputation
+            runs = list(Run.objects.filter(probe_version=version, cycle=None))
+            computed = measurements_compute(version=version, runs=runs, reference_runs=ref_runs, imputation=imputation)
+            after = {s.spec_id: s for s in scores_write(version=version, computed=computed)}
+            b, a = before[latest_spec], after[latest_spec]
+            diff.append({
+                "probe": version.probe.slug, "version": version.number, "spec": latest_spec,
+                "auroc_ea_before": b.measurements.get("auroc_ea"), "auroc_ea_after": a.measurements.get("auroc_ea"),
+                "auroc_ea_imputed_after": a.components["auroc_ea"]["imputed"],
+                "total_before": b.total, "total_after": a.total,
+            })
+        update.diff = diff
+        update.status = ReferenceUpdate.Status.COMPLETED
+        update.finished_at = timezone.now()
+        update.save(update_fields=["diff", "status", "finished_at"])
+    return update

@@ -19,8 +19,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Exists, OuterRef, Prefetch, Q, Subquery
-from django.db.models.fields.json import KT
+from django.db.models import (
+    Count,
+    Exists,
+    F,
+    FilteredRelation,
+    Func,
+    OuterRef,
+    Prefetch,
+    Q,
+    Subquery,
+    TextField,
+)
 from django.utils import timezone
 
 from evaluator.registry import COMPONENTS, MAX_COMPONENT_WEIGHT
@@ -194,33 +204,45 @@ def board_query_from_params(params: Mapping[str, str], *, category: str | None =
     )
 
 
-@dataclass
+_INDEX = {name: i for i, name in enumerate(COMPONENTS)}
+
+
+@dataclass(slots=True)
 class BoardRow:
-    """One probe on the board: its latest scored version under one weights spec."""
+    """One probe on the board: its latest scored version under one weights spec.
+
+    ``values`` / ``imputed`` hold every component's value and imputed flag (in COMPONENTS order):
+    enough to rank and sort. ``components`` (value, weight, contribution, imputed, raw, note) and
+    ``measurements`` are filled by :func:`board_details_attach` for the rows that are shown.
+    """
 
     probe: str
+    version: int
+    license: str
+    reproduced: bool | None
     name: str
     category: str
     base_model: str
     base_model_name: str
-    version: int
-    license: str
-    authors: list[str]
-    owner: str
     is_reference: bool
-    total: float
-    measured_total: float | None
-    components: dict[str, dict]
-    measurements: dict
-    auroc_ci: list[float] | None
-    auroc_ci_kind: str  # "bootstrap" | "per-task" (mean of per-task bounds) | "mean-of-tasks" | ""
-    reproduced: bool | None
+    deprecated_reason: str
     stability_quarters: int
     deprecated: bool
-    deprecated_reason: str
     leakage: bool
-    declared_gaps: dict
-    computed_at: datetime
+    score_id: int
+    total: float
+    measured_total: float | None
+    values: tuple
+    imputed: tuple
+    license_contribution: float
+    weights: dict
+    authors: list[str] = field(default_factory=list)
+    declared_gaps: dict = field(default_factory=dict)
+    components: dict = field(default_factory=dict)
+    measurements: dict = field(default_factory=dict)
+    auroc_ci: list[float] | None = None
+    auroc_ci_kind: str = ""  # "bootstrap" | "per-task" (one task) | "mean-of-tasks" (mean of the bounds) | ""
+    computed_at: datetime | None = None
     rank: int | None = None
     compare_rank: int | None = None
     compare_total: float | None = None
@@ -234,6 +256,13 @@ class BoardRow:
         return self.category == EA_NOT_APPLICABLE_CATEGORY
 
     @property
+    def declared_mismatch(self) -> dict:
+        """The declared metrics whose gap to the measured one is flagged (over the threshold)."""
+        return {
+            k: g for k, g in (self.declared_gaps or {}).items() if isinstance(g, dict) and g.get("flagged", True)
+        }
+
+    @property
     def rank_change(self) -> int | None:
         """Places gained against the compared spec (positive: ranks higher under this spec)."""
         if self.rank is None or self.compare_rank is None:
@@ -242,22 +271,30 @@ class BoardRow:
 
     @property
     def measured_weight(self) -> float:
-        return sum(c.get("weight", 0.0) for c in self.components.values() if not c.get("imputed"))
+        return sum(
+            self.weights.get(name, 0.0)
+            for name, value, imputed in zip(COMPONENTS, self.values, self.imputed, strict=True)
+            if value is not None and not imputed
+        )
 
     def ranking_key(self, *, measured_only: bool = False) -> tuple[float, float]:
         """Norm 2 (evaluator.scoring.ranking_key) on the total, or on the measured-only total."""
-        lic = float(self.components.get("license", {}).get("contribution") or 0.0)
         if not measured_only:
-            return ranking_key(self.total, lic)
-        if self.measured_total is None or self.measured_weight <= 0:
+            return ranking_key(self.total, self.license_contribution)
+        weight = self.measured_weight
+        if self.measured_total is None or weight <= 0:
             return (-math.inf, -math.inf)
-        return ranking_key(self.measured_total, lic / self.measured_weight)
+        return ranking_key(self.measured_total, self.license_contribution / weight)
+
+    @property
+    def auroc(self) -> float | None:
+        return self.values[_INDEX["auroc"]]
 
     def component_value(self, name: str, *, measured_only: bool = False) -> float | None:
-        comp = self.components.get(name)
-        if not comp or (measured_only and comp.get("imputed")):
+        i = _INDEX[name]
+        if measured_only and self.imputed[i]:
             return None
-        return comp.get("value")
+        return self.values[i]
 
 
 @dataclass
@@ -295,28 +332,23 @@ def _latest_public_version(spec: WeightsSpec) -> Subquery:
     )
 
 
-_ROW_FIELDS = {
-    "total": "total",
-    "measured_total": "measured_total",
-    "components": "components",
-    "measurements": "measurements",
-    "computed_at": "computed_at",
-    "version": "probe_version__number",
-    "license": "probe_version__license_id",
-    "authors": "probe_version__authors",
-    "reproduced": "probe_version__reproduced",
-    "declared_gaps": "probe_version__declared_gaps",
-    "probe": "probe_version__probe__slug",
-    "name": "probe_version__probe__name",
-    "category": "probe_version__probe__category_id",
-    "base_model": "probe_version__probe__base_model_id",
-    "base_model_name": "probe_version__probe__base_model__name",
-    "owner": "probe_version__probe__owner__username",
-    "is_reference": "probe_version__probe__is_reference",
-    "status": "probe_version__probe__status",
-    "deprecated_reason": "probe_version__probe__deprecated_reason",
-    "stability_quarters": "probe_version__probe__stability_quarters",
-}
+#: ProbeVersion columns of a board row, in BoardRow's field order (after ``probe``)
+_VERSION_FIELDS = (
+    "number",
+    "license_id",
+    "reproduced",
+    "probe__name",
+    "probe__category_id",
+    "probe__base_model_id",
+    "probe__base_model__name",
+    "probe__is_reference",
+    "probe__deprecated_reason",
+    "probe__stability_quarters",
+)
+#: what the ranking and the column sorts need from Score.components, for every row
+_COMPONENT_PATHS = [(name, "value") for name in COMPONENTS] + [(name, "imputed") for name in COMPONENTS] + [
+    ("license", "contribution")
+]
 
 
 def _parse_ci(raw) -> list[float] | None:
@@ -347,44 +379,154 @@ def _auroc_interval(measurements: dict, task_cis: list) -> tuple[list[float] | N
     return [sum(c[0] for c in cis) / len(cis), sum(c[1] for c in cis) / len(cis)], "mean-of-tasks"
 
 
-def _board_rows(
-    *, spec: WeightsSpec, query: BoardQuery, ci_tasks: list[str] | None = None, slugs: list[str] | None = None
-) -> list[BoardRow]:
-    """One query: the public rows under ``spec`` with the SQL-side filters of ``query``."""
-    qs = Score.objects.filter(spec=spec, probe_version_id=_latest_public_version(spec))
+class JsonPaths(Func):
+    """JSON text of ``[column[path] for path in paths]``, parsing the column's document once a row.
+
+    ``Score.per_task`` holds ROC points and reliability bins for every task, tens of kilobytes a
+    row; one key transform per value would make SQLite parse the document once per value.
+    """
+
+    output_field = TextField()
+
+    def __init__(self, column: str, paths: list[tuple[str, ...]], *, large: bool = False):
+        self.paths = [tuple(p) for p in paths]
+        self.large = large  # PostgreSQL: the document is big enough to be stored compressed
+        super().__init__(F(column))
+
+    def as_sqlite(self, compiler, connection, **extra):
+        column, params = compiler.compile(self.source_expressions[0])
+        paths = ["$" + "".join(f".{json.dumps(key)}" for key in path) for path in self.paths]
+        if len(paths) == 1:  # with one path JSON_EXTRACT returns the value, not a list of values
+            paths.append(paths[0])
+        return f"JSON_EXTRACT({column}, {', '.join(['%s'] * len(paths))})", (*params, *paths)
+
+    def as_sql(self, compiler, connection, **extra):  # PostgreSQL
+        column, params = compiler.compile(self.source_expressions[0])
+        paths = [list(p) for p in self.paths]
+        if not self.large:
+            lookups = ", ".join([f"({column}) #> %s::text[]"] * len(paths))
+            return f"jsonb_build_array({lookups})::text", tuple(x for p in paths for x in (*params, p))
+        # A large jsonb value is stored compressed out of line (TOAST); ``|| '{}'`` materializes it
+        # once in the subquery, so that each path lookup does not decompress it again.
+        lookups = ", ".join(["_doc.d #> %s::text[]"] * len(paths))
+        sql = (
+            f"(SELECT jsonb_build_array({lookups})::text "
+            f"FROM (SELECT ({column}) || '{{}}'::jsonb AS d OFFSET 0) AS _doc)"
+        )
+        return sql, (*paths, *params)
+
+
+def _json_list(raw, n: int) -> list:
+    values = json.loads(raw) if isinstance(raw, str) else (raw or [])
+    return list(values[:n]) + [None] * (n - len(values))
+
+
+def _board_rows(*, spec: WeightsSpec, query: BoardQuery, slugs: list[str] | None = None) -> list[BoardRow]:
+    """One query: the latest public version of each probe, with its Score under ``spec``.
+
+    Driven from ProbeVersion, joined to its Score under ``spec`` on the (version, spec) index, and
+    only the numbers the ranking needs from ``components``: a Score row carries tens of
+    kilobytes of per-task curves, and decoding every row's JSON would dominate the page. The rows
+    shown get their full components from :func:`board_details_attach`.
+    """
+    qs = ProbeVersion.objects.filter(submission__status=SCORED)
     if query.category:
-        qs = qs.filter(probe_version__probe__category_id=query.category)
+        qs = qs.filter(probe__category_id=query.category)
     if query.model:
-        qs = qs.filter(probe_version__probe__base_model_id=query.model)
+        qs = qs.filter(probe__base_model_id=query.model)
     if query.license:
-        qs = qs.filter(probe_version__license_id=query.license)
+        qs = qs.filter(license_id=query.license)
     if query.status:
-        qs = qs.filter(probe_version__probe__status=query.status)
+        qs = qs.filter(probe__status=query.status)
     if slugs is not None:
-        qs = qs.filter(probe_version__probe__slug__in=slugs)
-    ci_tasks = ci_tasks or []
-    annotations = {f"ci_{i}": KT(f"per_task__{slug}__auroc_ci") for i, slug in enumerate(ci_tasks)}
-    leakage = LeakageRecord.objects.filter(
-        probe_id=OuterRef("probe_version__probe_id"), status=LeakageRecord.Status.CONFIRMED
+        qs = qs.filter(probe__slug__in=slugs)
+    leakage = LeakageRecord.objects.filter(probe_id=OuterRef("probe_id"), status=LeakageRecord.Status.CONFIRMED)
+    qs = (
+        qs.annotate(spec_score=FilteredRelation("scores", condition=Q(scores__spec=spec)))
+        .filter(spec_score__isnull=False)
+        .annotate(
+            score_numbers=JsonPaths("spec_score__components", _COMPONENT_PATHS),
+            leakage=Exists(leakage),
+        )
+        .order_by("probe__slug", "-number")
+        .values_list("probe__slug", *_VERSION_FIELDS, "probe__status", "leakage", "spec_score__id",
+                     "spec_score__total", "spec_score__measured_total", "score_numbers")
     )
-    qs = qs.annotate(leakage=Exists(leakage), **annotations).order_by()
-    values = qs.values(*_ROW_FIELDS.values(), "leakage", *annotations)
-    rows = []
-    for v in values:
-        data = {name: v[src] for name, src in _ROW_FIELDS.items()}
-        measurements = data["measurements"] or {}
-        ci, ci_kind = _auroc_interval(measurements, [v[k] for k in annotations])
-        status = data.pop("status")
+    n = len(COMPONENTS)
+    weights = spec.weights
+    deprecated = Probe.Status.DEPRECATED
+    rows, seen = [], set()
+    for v in qs:
+        if v[0] in seen:
+            continue  # an older version of a probe already listed
+        seen.add(v[0])
+        numbers = _json_list(v[-1], 2 * n + 1)
         rows.append(
             BoardRow(
-                **(data | {"measurements": measurements, "authors": data["authors"] or []}),
-                auroc_ci=ci,
-                auroc_ci_kind=ci_kind,
-                deprecated=status == Probe.Status.DEPRECATED,
-                leakage=v["leakage"],
+                *v[:11],
+                v[11] == deprecated,
+                *v[12:16],
+                tuple(numbers[:n]),
+                tuple(map(bool, numbers[n : 2 * n])),
+                float(numbers[2 * n] or 0.0),
+                weights,
             )
         )
     return rows
+
+
+def board_authors_attach(rows: list[BoardRow]) -> None:
+    """Authors and declared-vs-measured gaps of ``rows`` (one query)."""
+    by_id = {r.score_id: r for r in rows}
+    found = Score.objects.filter(pk__in=list(by_id)).values_list(
+        "pk", "probe_version__authors", "probe_version__declared_gaps"
+    )
+    for pk, authors, gaps in found:
+        by_id[pk].authors = authors or []
+        by_id[pk].declared_gaps = gaps or {}
+
+
+def board_details_attach(rows: list[BoardRow]) -> None:
+    """Everything the shown rows display beyond the ranking: full components, measurements,
+    authors, declared gaps and the AUROC interval (at most three queries)."""
+    rows = [r for r in rows if r.computed_at is None]
+    if not rows:
+        return
+    by_id = {r.score_id: r for r in rows}
+    found = Score.objects.filter(pk__in=list(by_id)).values_list(
+        "pk", "components", "measurements", "computed_at", "probe_version__authors", "probe_version__declared_gaps"
+    )
+    for pk, components, measurements, computed_at, authors, gaps in found:
+        row = by_id[pk]
+        row.components = components or {}
+        row.measurements = measurements or {}
+        row.computed_at = computed_at
+        row.authors = authors or []
+        row.declared_gaps = gaps or {}
+        row.auroc_ci = _parse_ci(row.measurements.get("auroc_ci"))
+        row.auroc_ci_kind = "bootstrap" if row.auroc_ci else ""
+    board_intervals_attach(rows)
+
+
+def board_intervals_attach(rows: list[BoardRow]) -> None:
+    """Fill the AUROC interval of ``rows`` that have none stored (one query, for the rows shown).
+
+    The interval is the mean of the per-task 95% bootstrap bounds (with one task: that task's
+    interval). It is conservative: at least as wide as the interval of the mean.
+    """
+    missing = [r for r in rows if r.auroc_ci is None]
+    if not missing:
+        return
+    tasks = sorted(Task.objects.filter(category_id__in={r.category for r in missing}).values_list("slug", flat=True))
+    if not tasks:
+        return
+    found = dict(
+        Score.objects.filter(pk__in=[r.score_id for r in missing])
+        .annotate(cis=JsonPaths("per_task", [(t, "auroc_ci") for t in tasks], large=True))
+        .values_list("pk", "cis")
+    )
+    for row in missing:
+        row.auroc_ci, row.auroc_ci_kind = _auroc_interval({}, _json_list(found.get(row.score_id), len(tasks)))
 
 
 def _rank(rows: list[BoardRow], *, measured_only: bool) -> list[BoardRow]:
@@ -417,7 +559,7 @@ def _sort(rows: list[BoardRow], query: BoardQuery) -> list[BoardRow]:
 
 
 def _matches(row: BoardRow, needle: str) -> bool:
-    haystack = [row.name, row.probe, row.owner, *(str(a) for a in row.authors)]
+    haystack = [row.name, row.probe, *(str(a) for a in row.authors)]
     return any(needle in h.casefold() for h in haystack)
 
 
@@ -433,7 +575,6 @@ def board_get(*, query: BoardQuery) -> Board:
     if compare is not None and compare.version == spec.version:
         compare = None
     category = None
-    ci_tasks: list[str] = []
     if query.category:
         category = (
             Category.objects.filter(slug=query.category)
@@ -442,8 +583,7 @@ def board_get(*, query: BoardQuery) -> Board:
         )
         if category is None:
             raise BoardQueryError(f"unknown category {query.category!r}", param="category")
-        ci_tasks = [t.slug for t in category.tasks.all()]
-    rows = _rank(_board_rows(spec=spec, query=query, ci_tasks=ci_tasks), measured_only=query.measured_only)
+    rows = _rank(_board_rows(spec=spec, query=query), measured_only=query.measured_only)
     if compare is not None:
         others = _rank(_board_rows(spec=compare, query=query), measured_only=query.measured_only)
         by_slug = {r.probe: r for r in others}
@@ -453,6 +593,7 @@ def board_get(*, query: BoardQuery) -> Board:
                 row.compare_rank, row.compare_total = other.rank, other.total
     ranked_count = len(rows)
     if query.q:
+        board_authors_attach(rows)
         needle = query.q.casefold()
         rows = [r for r in rows if _matches(r, needle)]
     return Board(
@@ -568,17 +709,21 @@ def task_detail(*, slug: str) -> TaskDetail | None:
     probes: list[TaskProbe] = []
     spec = specs[-1] if specs else None
     if spec is not None:
-        qs = (
-            Score.objects.filter(spec=spec, probe_version_id=_latest_public_version(spec), per_task__has_key=slug)
-            .annotate(t_auroc=KT(f"per_task__{slug}__auroc"), t_ci=KT(f"per_task__{slug}__auroc_ci"))
-            .values("probe_version__probe__slug", "t_auroc", "t_ci")
+        scores = (
+            Score.objects.filter(
+                spec=spec,
+                probe_version_id=_latest_public_version(spec),
+                probe_version__probe__category_id=task.category_id,  # probes run on their category's tasks
+            )
+            .annotate(result=JsonPaths("per_task", [(slug, "auroc"), (slug, "auroc_ci")], large=True))
+            .values_list("probe_version__probe__slug", "result")
         )
-        per_probe = {v["probe_version__probe__slug"]: v for v in qs}
-        rows = _rank(_board_rows(spec=spec, query=BoardQuery(), slugs=list(per_probe)), measured_only=False)
+        found = {probe: _json_list(raw, 2) for probe, raw in scores}
+        ran = {probe: v for probe, v in found.items() if v[0] is not None or v[1] is not None}
+        rows = _rank(_board_rows(spec=spec, query=BoardQuery(), slugs=list(ran)), measured_only=False)
         for row in rows:
-            v = per_probe[row.probe]
-            auroc = float(v["t_auroc"]) if v["t_auroc"] not in (None, "") else None
-            probes.append(TaskProbe(row=row, auroc=auroc, auroc_ci=_parse_ci(v["t_ci"])))
+            auroc, ci = ran[row.probe]
+            probes.append(TaskProbe(row=row, auroc=float(auroc) if auroc is not None else None, auroc_ci=_parse_ci(ci)))
         probes.sort(key=lambda p: (p.auroc is not None, p.auroc or 0.0), reverse=True)
     order = {name: i for i, name in enumerate(SPLIT_ORDER)}
     splits = sorted(task.splits.all(), key=lambda s: order.get(s.name, 99))
@@ -608,11 +753,55 @@ def base_model_detail(*, slug: str) -> ModelDetail | None:
 class TaskResult:
     task: str
     task_name: str
-    result: dict
+    result: dict  # normalized by task_result_normalize
 
     @property
     def auroc_ci(self):
         return _parse_ci(self.result.get("auroc_ci"))
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def task_result_normalize(raw: dict) -> dict:
+    """One task's stored results in the shape the pages and the API show.
+
+    Accepts the documented keys (``roc``, ``auroc_ea_imputed``, ``baselines: {random_direction,
+    diff_of_means}``, ``lift``) and the evaluator's TaskMetrics/BaselineResult names
+    (``roc_points``, ``auroc_ea_status``, ``random_direction_auroc``, ``lift_over_random``...).
+    """
+    raw = raw or {}
+    metrics = raw.get("metrics") if isinstance(raw.get("metrics"), dict) else raw
+    base_raw = raw.get("baselines") or {}
+    baselines = {
+        "random_direction": _number(base_raw.get("random_direction", base_raw.get("random_direction_auroc"))),
+        "diff_of_means": _number(base_raw.get("diff_of_means", base_raw.get("diff_of_means_auroc"))),
+    }
+    lift = raw.get("lift") or {}
+    if not lift and base_raw:
+        lift = {
+            "random_direction": _number(base_raw.get("lift_over_random")),
+            "diff_of_means": _number(base_raw.get("lift_over_diff_of_means")),
+        }
+    ea_status = metrics.get("auroc_ea_status")
+    return {
+        "auroc": _number(metrics.get("auroc")),
+        "auroc_ci": _parse_ci(metrics.get("auroc_ci")),
+        "auroc_ea": _number(metrics.get("auroc_ea")),
+        "auroc_ea_imputed": bool(metrics.get("auroc_ea_imputed", ea_status == "imputed")),
+        "auroc_ea_na": ea_status == "n/a",
+        "auroc_ds": _number(metrics.get("auroc_ds")),
+        "auroc_ds_imputed": bool(metrics.get("auroc_ds_imputed", False)),
+        "ece": _number(metrics.get("ece")),
+        "brier": _number(metrics.get("brier")),
+        "recall_at_1pct_fpr": _number(metrics.get("recall_at_1pct_fpr")),
+        "n_test": metrics.get("n_test"),
+        "roc": metrics.get("roc") or metrics.get("roc_points") or [],
+        "reliability": metrics.get("reliability") or [],
+        "baselines": {k: v for k, v in baselines.items() if v is not None},
+        "lift": {k: v for k, v in lift.items() if v is not None},
+    }
 
 
 @dataclass
@@ -638,6 +827,10 @@ class ProbeDetail:
     @property
     def stable(self) -> bool:
         return self.probe.stability_quarters >= POLICY["stability_min_quarters"]
+
+    @property
+    def declared_mismatch(self) -> bool:
+        return any(d["flagged"] for d in self.declared)
 
 
 def public_versions(probe: Probe) -> list[ProbeVersion]:
@@ -676,7 +869,9 @@ def probe_detail(*, slug: str, spec: str | None = None, version: int | None = No
     score = Score.objects.filter(probe_version=chosen, spec=resolved).first()
     per_task = (score.per_task if score else None) or {}
     task_names = dict(Task.objects.filter(slug__in=list(per_task)).values_list("slug", "name"))
-    results = [TaskResult(slug, task_names.get(slug, slug), per_task[slug] or {}) for slug in sorted(per_task)]
+    results = [
+        TaskResult(slug, task_names.get(slug, slug), task_result_normalize(per_task[slug])) for slug in sorted(per_task)
+    ]
     leakage = list(
         LeakageRecord.objects.filter(probe=probe, status=LeakageRecord.Status.CONFIRMED)
         .select_related("probe_version")
@@ -697,13 +892,15 @@ def probe_detail(*, slug: str, spec: str | None = None, version: int | None = No
     declared = []
     for metric, declared_value in sorted((chosen.declared_metrics or {}).items()):
         gap = (chosen.declared_gaps or {}).get(metric)
+        gap = gap if isinstance(gap, dict) else None
+        measured = gap.get("measured") if gap else measurements.get(metric)
         declared.append(
             {
                 "metric": metric,
                 "declared": declared_value,
-                "measured": gap["measured"] if gap else measurements.get(metric),
-                "gap": gap["gap"] if gap else None,
-                "flagged": gap is not None,
+                "measured": measured if not isinstance(measured, dict) else None,
+                "gap": gap.get("gap") if gap else None,
+                "flagged": bool(gap) and bool(gap.get("flagged", True)),
             }
         )
     return ProbeDetail(

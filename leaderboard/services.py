@@ -442,6 +442,14 @@ def submission_advance_for_run(run: EvaluationRun) -> None:
         from leaderboard.reevaluation import cycle_advance
 
         cycle_advance(cycle_id=run.cycle_id)
+    if run.kind == Run.Kind.REFERENCE:
+        from leaderboard.models import ReferenceUpdate
+        from leaderboard.reevaluation import reference_update_advance
+
+        for update_id in ReferenceUpdate.objects.filter(
+            new_version_id=run.probe_version_id, status=ReferenceUpdate.Status.RUNNING
+        ).values_list("pk", flat=True):
+            reference_update_advance(update_id=update_id)
 
 
 def submission_advance(*, submission: Submission) -> Submission | None:
@@ -477,6 +485,11 @@ def submission_advance(*, submission: Submission) -> Submission | None:
             else:
                 sub.status = Submission.Status.SCORED
                 sub.step = "scored"
+                if sub.probe_version.probe.reference_role == EA_ROLE:
+                    # every dependent auroc_ea is recomputed once this version has scored their items
+                    from leaderboard.reevaluation import reference_update_start
+
+                    transaction.on_commit(lambda: reference_update_start(new_version=sub.probe_version))
         sub.progress = 1.0
         sub.finished_at = timezone.now()
         sub.save(update_fields=["status", "failure_reason", "step", "progress", "finished_at", "updated_at"])

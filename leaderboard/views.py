@@ -21,7 +21,7 @@ from leaderboard import plots, selectors
 from leaderboard.selectors import BoardQueryError
 
 PUBLIC_MAX_AGE = 60
-BOARD_PAGE_SIZE = 100
+BOARD_PAGE_SIZE = 50
 
 
 def public_page(view):
@@ -78,6 +78,7 @@ def _sort_headers(board: selectors.Board, params) -> list[dict]:
 def _board_context(request, board: selectors.Board) -> dict:
     params = request.GET
     page = Paginator(board.rows, BOARD_PAGE_SIZE).get_page(params.get("page"))
+    selectors.board_details_attach(page.object_list)
     return {
         "board": board,
         "page_obj": page,

@@ -91,7 +91,9 @@ def test_a_split_file_edited_behind_tasks_yaml_is_refused(tmp_path):
     root = build_registry(tmp_path / "reg")
     registry = load_registry(root)
     path = root / registry.task(TASK).splits["test"].path
-    path.write_bytes(path.read_bytes().replace(b"Paris", b"Lyon"))
+    original = path.read_bytes()
+    path.write_bytes(original.replace(b"Jakarta", b"Bandung"))
+    assert path.read_bytes() != original
     from evaluator.activations import read_split
 
     with pytest.raises(SplitHashMismatch, match="does not match the pinned"):

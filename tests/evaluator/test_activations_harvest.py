@@ -18,7 +18,7 @@ PROMPTS = [
     "Question: what is 2 + 2?\nAnswer: 4",
     "<|im_start|>user\nIs Rome the capital of Italy?<|im_end|>",
 ]
-LAYERS = [0, 1, 8, 15, 30]
+LAYERS = [0, 1, 8, 15, 29, 30]
 
 
 def _close(a: np.ndarray, b: np.ndarray, rtol: float = 1e-4) -> bool:

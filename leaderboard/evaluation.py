@@ -1,0 +1,207 @@
+"""The one place where the web pipeline calls the evaluator: an EvaluationRun row in, the values
+to store out. Nothing here writes to the database (services do).
+
+Each run kind maps to evaluator functions:
+
+    score      execute_run on the probe's task/split; on ``test`` also latency and the baselines
+    reference  execute_run of the eval-awareness reference probe on another probe's test split
+    reproduce  reproduction_check (the recipe re-run, compared with the artifact)
+    transfer   cross_model_transfer to the run's base model (ρ_CE for that target)
+    holdout    the probe on the quarter's minted holdout (file verified against its SHA-256)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from evaluator import CODE_VERSION
+from evaluator.errors import EvaluatorError, InfrastructureError
+from leaderboard.artifacts import artifact_abspath
+from leaderboard.models import EvaluationRun, ProbeVersion
+from leaderboard.registry_sync import registry_load
+
+Progress = Callable[[float, str], None]
+Run = EvaluationRun
+MODELS_KEPT = 2  # loaded base models a worker keeps in memory between runs
+
+
+@dataclass
+class RunOutcome:
+    example_scores: list[dict[str, Any]] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    cache_key: str = ""
+    split_sha256: str = ""
+
+
+# --------------------------------------------------------------------------- per-process caches
+
+_registry = None
+_models: OrderedDict[str, Any] = OrderedDict()
+_lock = threading.Lock()
+
+
+def registry():
+    """The registry, loaded once per worker process (the split hashes are re-checked per run)."""
+    global _registry
+    if _registry is None:
+        _registry = registry_load()
+    return _registry
+
+
+def loaded_model(model_id: str):
+    """A base model kept loaded between runs of the same worker (LRU of MODELS_KEPT)."""
+    from evaluator.models import load_model
+
+    with _lock:
+        if model_id in _models:
+            _models.move_to_end(model_id)
+            return _models[model_id]
+        lm = load_model(model_id, registry=registry(), cache_dir=settings.CACHE_DIR)
+        _models[model_id] = lm
+        while len(_models) > MODELS_KEPT:
+            _models.popitem(last=False)
+        return lm
+
+
+def probe_for(version: ProbeVersion):
+    """The stored artifact of a version as an evaluator Probe (its metadata as submitted)."""
+    from evaluator.probes import probe_from_tensors, read_safetensors
+
+    path = artifact_abspath(version.artifact_path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InfrastructureError(f"artifact file {version.artifact_path} is missing from the store") from None
+    sha = hashlib.sha256(data).hexdigest()
+    if sha != version.artifact_sha256:
+        raise InfrastructureError(f"artifact {version.artifact_path} hashes to {sha}, not {version.artifact_sha256}")
+    metadata = {k: v for k, v in version.metadata.items() if k != "probe"}
+    if version.recipe is not None:
+        metadata["recipe"] = version.recipe
+    tensors = read_safetensors(data, max_bytes=settings.MAX_ARTIFACT_BYTES)
+    return probe_from_tensors(tensors, metadata, registry=registry(), sha256=sha, path=str(path))
+
+
+def harvest_config():
+    from evaluator.activations import HarvestConfig
+
+    return HarvestConfig()
+
+
+# --------------------------------------------------------------------------- run kinds
+
+
+def run_execute(*, run: EvaluationRun, progress: Progress) -> RunOutcome:
+    kind = Run.Kind(run.kind)
+    handler = {
+        Run.Kind.SCORE: _score,
+        Run.Kind.REFERENCE: _score,
+        Run.Kind.REPRODUCE: _reproduce,
+        Run.Kind.TRANSFER: _transfer,
+        Run.Kind.HOLDOUT: _holdout,
+    }[kind]
+    return handler(run, progress)
+
+
+def _score(run: EvaluationRun, progress: Progress) -> RunOutcome:
+    from evaluator.evaluate import baselines, execute_run
+    from evaluator.results import sub_progress
+
+    probe = probe_for(run.probe_version)
+    lm = loaded_model(probe.base_model)
+    with_extras = run.kind == Run.Kind.SCORE and run.split == "test"
+    result = execute_run(
+        probe, task_id=run.task_id, split=run.split, registry=registry(), cache_dir=settings.CACHE_DIR,
+        lm=lm, harvest_config=harvest_config(),
+        progress=sub_progress(progress, 0.0, 0.7 if with_extras else 1.0),
+    )
+    outcome = RunOutcome(
+        example_scores=result.examples.to_records(),
+        metrics={"n": result.n, "model": result.model, "config": result.config, "cache_hit": result.cache_hit,
+                 "probe_sha256": result.probe_sha256, "layer": result.layer, "position": result.position},
+        timings=result.timings, cache_key=result.cache_key, split_sha256=result.split_sha256,
+    )
+    if with_extras:
+        from evaluator.activations import ActivationCache, split_activations
+        from evaluator.evaluate import median_length_prompt
+        from evaluator.latency import measure_latency
+        from evaluator.metrics import auroc
+
+        cache = ActivationCache(settings.CACHE_DIR)
+        acts = {
+            split: split_activations(
+                lm, registry(), run.task_id, split, layers=[probe.layer], position=probe.metadata.position,
+                input_kind=probe.metadata.input, cache=cache, config=harvest_config(),
+                progress=sub_progress(progress, lo, hi, f"baseline {split} "),
+            )[probe.layer]
+            for split, lo, hi in (("train", 0.7, 0.85), ("test", 0.85, 0.9))
+        }
+        probe_auroc = auroc(result.examples.scores, result.examples.labels)
+        outcome.metrics["baselines"] = baselines(acts["train"], acts["test"], probe_auroc=probe_auroc).to_dict()
+        progress(0.9, "latency")
+        prompt = median_length_prompt(registry(), run.task_id, probe.metadata.input)
+        outcome.metrics["latency"] = measure_latency(probe, lm, prompt=prompt).to_dict()
+    progress(1.0, "scored")
+    return outcome
+
+
+def _reproduce(run: EvaluationRun, progress: Progress) -> RunOutcome:
+    from evaluator.evaluate import reproduction_check
+
+    probe = probe_for(run.probe_version)
+    result = reproduction_check(probe, registry=registry(), cache_dir=settings.CACHE_DIR,
+                                lm=loaded_model(probe.base_model), harvest_config=harvest_config(),
+                                progress=progress)
+    return RunOutcome(metrics={"reproduction": result.to_dict()}, timings={"total": result.seconds},
+                      cache_key=result.train_cache_key)
+
+
+def _transfer(run: EvaluationRun, progress: Progress) -> RunOutcome:
+    from evaluator.transfer import cross_model_transfer
+
+    probe = probe_for(run.probe_version)
+    [result] = cross_model_transfer(probe, targets=[run.base_model_id], registry=registry(),
+                                    cache_dir=settings.CACHE_DIR, config=harvest_config(), progress=progress,
+                                    load=loaded_model)
+    return RunOutcome(metrics={"transfer": result.to_dict()}, timings={"total": result.seconds},
+                      cache_key=result.refit_train_cache_key)
+
+
+def _holdout(run: EvaluationRun, progress: Progress) -> RunOutcome:
+    """Score the probe on the cycle's holdout file, after checking the file's SHA-256."""
+    from evaluator.activations import harvest, render_prompts
+
+    holdout = run.cycle.holdouts.get(run.task_id)
+    if holdout is None:
+        raise EvaluatorError(f"cycle {run.cycle.quarter} has no holdout for {run.task_id}")
+    path = Path(settings.DATA_DIR) / holdout["path"]
+    data = path.read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    if sha != holdout["sha256"]:
+        raise InfrastructureError(f"holdout {holdout['path']} hashes to {sha}, the cycle recorded {holdout['sha256']}")
+    rows = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+    probe = probe_for(run.probe_version)
+    lm = loaded_model(probe.base_model)
+    task = registry().task(run.task_id)
+    texts = [r["text"] for r in rows]
+    prompts = render_prompts(task, texts, probe.metadata.input)
+    acts = harvest(lm, prompts, layers=[probe.layer], positions=[probe.metadata.position],
+                   config=harvest_config(), progress=progress)[(probe.layer, probe.metadata.position)]
+    if probe.metadata.input == "contrast_pair":
+        acts = acts[: len(texts)] - acts[len(texts):]
+    scores = probe.score(acts)
+    probs = probe.probability(scores)
+    examples = [{"id": r["id"], "label": int(r["label"]), "score": float(s), "prob": float(p)}
+                for r, s, p in zip(rows, scores, probs, strict=True)]
+    return RunOutcome(example_scores=examples, metrics={"n": len(examples), "code_version": CODE_VERSION},
+                      split_sha256=sha)

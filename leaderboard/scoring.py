@@ -1,0 +1,166 @@
+"""Turn a submission's finished runs into Score rows, from the stored per-example scores only
+(no model): per-task metrics, the aggregate measurements, the ProbeScore under every weights spec,
+the reproduction mark and the declared-vs-measured gaps.
+
+Recomputing is cheap and deterministic, which is what lets a new eval-awareness reference probe
+or a new weights spec re-score every entry without rerunning a model.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from django.utils import timezone
+
+from evaluator.errors import EvaluatorError
+from evaluator.registry import LicenseSpec
+from evaluator.registry import WeightsSpec as SpecData
+from leaderboard.models import EvaluationRun, License, ProbeVersion, Score, Submission, WeightsSpec
+
+Run = EvaluationRun
+EA_ROLE = "eval_awareness"
+
+
+def _spec_data(row: WeightsSpec) -> SpecData:
+    return SpecData(row.version, row.released, row.description, row.weights, row.imputation, row.sha256)
+
+
+def _licenses() -> dict[str, LicenseSpec]:
+    return {lic.spdx_id: LicenseSpec(lic.spdx_id, lic.name, lic.score) for lic in License.objects.all()}
+
+
+def measurements_compute(*, version: ProbeVersion, runs: list[EvaluationRun], reference_runs: dict[str, EvaluationRun],
+                         imputation: dict[str, float]) -> dict[str, Any]:
+    """Per-task metrics and aggregate measurements of one probe version from its runs.
+
+    ``reference_runs``: task → the eval-awareness reference probe's run on that task's test split
+    (empty when the base model has no reference probe).
+    """
+    from evaluator.evaluate import ScoredExamples, aggregate_measurements, task_metrics
+
+    by_task: dict[str, dict[str, EvaluationRun]] = defaultdict(dict)
+    reproduce, transfers = None, []
+    for run in runs:
+        if run.kind == Run.Kind.SCORE and run.status == Run.Status.SUCCEEDED:
+            by_task[run.task_id][run.split] = run
+        elif run.kind == Run.Kind.REPRODUCE:
+            reproduce = run
+        elif run.kind == Run.Kind.TRANSFER:
+            transfers.append(run)
+    ea_applicable = version.probe.category_id != EA_ROLE
+    per_task, extras = {}, {}
+    for task_id, splits in sorted(by_task.items()):
+        if "test" not in splits:
+            raise EvaluatorError(f"task {task_id}: the test run is missing")
+        test = ScoredExamples.from_records(splits["test"].example_scores)
+        distshift = ScoredExamples.from_records(splits["distshift"].example_scores) if "distshift" in splits else None
+        train = ScoredExamples.from_records(splits["train"].example_scores) if "train" in splits else None
+        ref_run = reference_runs.get(task_id)
+        ref_scores = None
+        if ea_applicable and ref_run is not None and ref_run.status == Run.Status.SUCCEEDED:
+            ref_scores = {e["id"]: e["score"] for e in ref_run.example_scores}
+        per_task[task_id] = task_metrics(
+            task_id=task_id, test=test, distshift=distshift, ea_reference=ref_scores,
+            train_negative_scores=None if train is None else train.scores[train.labels == 0],
+            ea_applicable=ea_applicable, imputation=imputation,
+        )
+        extras[task_id] = {
+            "baselines": splits["test"].metrics.get("baselines"),
+            "latency": splits["test"].metrics.get("latency"),
+        }
+    if not per_task:
+        raise EvaluatorError("no successful test run to score")
+    latencies = [e["latency"] for e in extras.values() if e.get("latency")]
+    if not latencies:
+        raise EvaluatorError("latency was not measured")
+    pearsons = [r.metrics["transfer"]["pearson"] for r in transfers
+                if r.status == Run.Status.SUCCEEDED and "transfer" in r.metrics]
+    failed_targets = [r.base_model_id for r in transfers if r.status != Run.Status.SUCCEEDED]
+    aggregate, imputed, measurements = aggregate_measurements(
+        list(per_task.values()),
+        lifts=[e["baselines"] for e in extras.values() if e.get("baselines")],
+        latency_ms=sorted(lat["probe_ms"] for lat in latencies)[len(latencies) // 2],
+        license_id=version.license_id,
+        transfer_pearsons=pearsons if transfers and not failed_targets else None,
+        has_recipe=version.recipe is not None,
+        ea_applicable=ea_applicable,
+        has_reference=bool(reference_runs),
+        imputation=imputation,
+    )
+    if failed_targets:
+        imputed["rho_ce"] = f"transfer failed on {', '.join(failed_targets)}: default used"
+    per_task_out = {}
+    for task_id, tm in per_task.items():
+        d = tm.to_dict()
+        d["roc"] = d.pop("roc_points")
+        d["auroc_ea_imputed"] = d["auroc_ea_status"] == "imputed"
+        b = extras[task_id]["baselines"] or {}
+        d["baselines"] = {"random_direction": b.get("random_direction_auroc"),
+                          "diff_of_means": b.get("diff_of_means_auroc")}
+        d["lift"] = {"random_direction": b.get("lift_over_random"),
+                     "diff_of_means": b.get("lift_over_diff_of_means")}
+        per_task_out[task_id] = d
+    latency = latencies[0]
+    return {
+        "measurements": measurements,
+        "aggregate": {**aggregate, "latency_device": latency.get("device"),
+                      "model_forward_ms": latency.get("model_forward_ms"),
+                      "transfer": {r.base_model_id: r.metrics.get("transfer", {}).get("pearson") for r in transfers},
+                      "imputed": imputed},
+        "per_task": per_task_out,
+        "reproduction": reproduce.metrics.get("reproduction") if reproduce is not None and reproduce.status == Run.Status.SUCCEEDED else None,
+        "reproduce_error": reproduce.error if reproduce is not None and reproduce.status == Run.Status.FAILED else "",
+    }
+
+
+def scores_write(*, version: ProbeVersion, computed: dict[str, Any]) -> list[Score]:
+    """Write (or replace) the Score of ``version`` under every weights spec."""
+    from evaluator.scoring import probe_score
+
+    licenses = _licenses()
+    rows = []
+    for spec_row in WeightsSpec.objects.all():
+        score = probe_score(computed["measurements"], spec=_spec_data(spec_row), licenses=licenses)
+        data = score.to_dict()
+        row, _ = Score.objects.update_or_create(
+            probe_version=version, spec=spec_row,
+            defaults={"total": data["total"], "measured_total": data["measured_total"],
+                      "components": data["components"], "measurements": computed["aggregate"],
+                      "per_task": computed["per_task"], "computed_at": timezone.now()},
+        )
+        rows.append(row)
+    return rows
+
+
+def reference_runs_for(version: ProbeVersion) -> dict[str, EvaluationRun]:
+    from leaderboard.services import ea_reference_version
+
+    if version.probe.category_id == EA_ROLE:
+        return {}
+    ref = ea_reference_version(base_model=version.probe.base_model)
+    if ref is None:
+        return {}
+    runs = Run.objects.filter(probe_version=ref, kind=Run.Kind.REFERENCE, cycle=None, status=Run.Status.SUCCEEDED)
+    return {r.task_id: r for r in runs}
+
+
+def submission_score(*, submission: Submission, runs: list[EvaluationRun]) -> list[Score]:
+    """Score a submission whose runs are all finished (called inside a transaction)."""
+    from evaluator.evaluate import declared_gaps
+
+    version = submission.probe_version
+    spec = WeightsSpec.objects.order_by("-version").first()
+    reference = {r.task_id: r for r in runs if r.kind == Run.Kind.REFERENCE and r.status == Run.Status.SUCCEEDED}
+    computed = measurements_compute(version=version, runs=[r for r in runs if r.probe_version_id == version.pk],
+                                    reference_runs=reference, imputation=spec.imputation)
+    rows = scores_write(version=version, computed=computed)
+    aggregate = computed["aggregate"]
+    repro = computed["reproduction"]
+    version.reproduction = repro or ({"error": computed["reproduce_error"]} if computed["reproduce_error"] else None)
+    version.reproduced = None if version.recipe is None else bool(repro and repro.get("reproduced"))
+    gaps = declared_gaps(version.declared_metrics, aggregate)
+    version.declared_gaps = {k: v for k, v in gaps.items() if v["flagged"]}
+    version.reference_auroc = aggregate["auroc"]
+    version.save(update_fields=["reproduction", "reproduced", "declared_gaps", "reference_auroc"])
+    return rows
