@@ -84,17 +84,21 @@ def _server_times(urls: dict[str, str], n: int) -> dict:
         with CaptureQueriesContext(connection) as ctx:
             client.get(url)
         n_queries = len(ctx.captured_queries)
-        times = []
+        times, cpu = [], []
         for _ in range(n):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             response = client.get(url)
             times.append((time.perf_counter() - t0) * 1000)
+            cpu.append((time.thread_time() - c0) * 1000)
             assert response.status_code == 200
         out[name] = {
             "url": url,
             "n": n,
             "p50_ms": round(statistics.median(times), 1),
             "p95_ms": round(_percentile(times, 0.95), 1),
+            # CPU time of the request's thread: the wall time on an idle core (SQLite work is
+            # in-process and included; PostgreSQL's own work is not)
+            "cpu_p50_ms": round(statistics.median(cpu), 1),
             "queries": n_queries,
             "bytes": len(response.content),
         }
@@ -153,7 +157,10 @@ def _python_load(url: str, seconds: float, concurrency: int, max_requests: int) 
 def _wrk_load(url: str, seconds: int, concurrency: int) -> dict:
     proc = subprocess.run(
         ["wrk", "-t2", f"-c{concurrency}", f"-d{seconds}s", "--timeout", "30s", "--latency", url],
-        capture_output=True, text=True, timeout=seconds + 60, check=True,
+        capture_output=True,
+        text=True,
+        timeout=seconds + 60,
+        check=True,
     )
     text = proc.stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
@@ -175,7 +182,10 @@ def _throughput(env: dict, paths: dict[str, str], seconds: int, concurrency: int
     port = _free_port()
     server = subprocess.Popen(
         [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
-        cwd=ROOT, env=os.environ | env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env=os.environ | env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         base = f"http://127.0.0.1:{port}"
@@ -201,13 +211,22 @@ def _throughput(env: dict, paths: dict[str, str], seconds: int, concurrency: int
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--probes", type=int, default=1000)
-    parser.add_argument("--tasks", type=int, default=10)
+    parser.add_argument("--tasks", type=int, default=10, help="tasks per category (each probe runs on all)")
+    parser.add_argument(
+        "--spread",
+        action="store_true",
+        help="spread the probes over the eight categories (default: all in one, the worst case for a category page)",
+    )
     parser.add_argument("--requests", type=int, default=100, help="timed requests per URL (server time)")
     parser.add_argument("--load-seconds", type=int, default=10, help="seconds of load per URL (0: skip)")
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--keep", action="store_true", help="keep the throwaway database (and print where it is)")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the throwaway database (and print where it is)"
+    )
     args = parser.parse_args()
 
     env, pg_name, data_dir = _environment(args)
@@ -228,7 +247,11 @@ def main() -> None:
         t0 = time.perf_counter()
         call_command("migrate", verbosity=0)
         registry_sync(verify_hashes=False)
-        counts = seed(n_probes=args.probes, n_tasks=args.tasks)
+        from evaluator.registry import CATEGORIES
+
+        counts = seed(
+            n_probes=args.probes, n_tasks=args.tasks, categories=CATEGORIES if args.spread else CATEGORIES[:1]
+        )
         from django.db import connection
 
         with connection.cursor() as cursor:
@@ -237,7 +260,7 @@ def main() -> None:
         from leaderboard.models import Probe
 
         probe = Probe.objects.order_by("slug").first().slug
-        category = counts["category"]
+        category = counts["categories"][0]
         urls = {
             "category page": f"/category/{category}/",
             "category page, sorted by latency": f"/category/{category}/?sort=latency",
@@ -248,6 +271,7 @@ def main() -> None:
             "CSV export (all rows)": f"/api/v1/leaderboard.csv?category={category}",
         }
         report = {
+            "load_before": " ".join(f"{x:.2f}" for x in os.getloadavg()),
             "database": "postgresql" if pg_name else "sqlite",
             "seeded": counts | {"seconds": round(seed_s, 1), "synthetic": True},
             "server_time": _server_times(urls, args.requests),
@@ -255,10 +279,14 @@ def main() -> None:
         if args.load_seconds:
             report["throughput"] = _throughput(
                 env,
-                {"category page": urls["category page"], "API /api/v1/leaderboard": urls["API /api/v1/leaderboard"]},
+                {
+                    "category page": urls["category page"],
+                    "API /api/v1/leaderboard": urls["API /api/v1/leaderboard"],
+                },
                 args.load_seconds,
                 args.concurrency,
             )
+        report["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
         print(json.dumps(report, indent=2))
         _print_table(report)
     finally:
@@ -274,14 +302,22 @@ def main() -> None:
 
 
 def _print_table(report: dict) -> None:
-    print(f"\n{report['database']}: {report['seeded']['probes']} SYNTHETIC probes × "
-          f"{report['seeded']['tasks']} tasks, one category")
-    print(f"{'server time':40} {'p50 ms':>8} {'p95 ms':>8} {'queries':>8}")
+    seeded = report["seeded"]
+    print(
+        f"\n{report['database']}: {seeded['probes']} SYNTHETIC probes × {seeded['tasks_per_category']} tasks, "
+        f"over {len(seeded['categories'])} categor{'y' if len(seeded['categories']) == 1 else 'ies'}"
+    )
+    print(f"{'server time':40} {'p50 ms':>8} {'p95 ms':>8} {'cpu p50':>8} {'queries':>8}")
     for name, r in report["server_time"].items():
-        print(f"{name:40} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f} {r['queries']:8d}")
+        print(f"{name:40} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f} {r['cpu_p50_ms']:8.1f} {r['queries']:8d}")
+    print(
+        f"load average before/after: {report['load_before']} / {report['load_after']} on {os.cpu_count()} CPUs"
+    )
     for name, r in report.get("throughput", {}).items():
-        print(f"throughput {name}: {r['req_per_s']} req/s ({r['requests']} requests, {r['errors']} errors, "
-              f"p50 {r['p50_ms']} ms; {r['tool']})")
+        print(
+            f"throughput {name}: {r['req_per_s']} req/s ({r['requests']} requests, {r['errors']} errors, "
+            f"p50 {r['p50_ms']} ms; {r['tool']})"
+        )
 
 
 if __name__ == "__main__":

@@ -42,8 +42,9 @@ def timed_call(task: str, split: str, layer: int, cache_dir: Path) -> dict:
     registry = load_registry(ROOT)
     lm = load_model(MODEL, registry=registry, cache_dir=cache_dir, device="cpu", dtype="float32")
     start = time.perf_counter()
-    acts = split_activations(lm, registry, task, split, layers=[layer], position="last_token",
-                             cache=ActivationCache(cache_dir))[layer]
+    acts = split_activations(
+        lm, registry, task, split, layers=[layer], position="last_token", cache=ActivationCache(cache_dir)
+    )[layer]
     return {"seconds": time.perf_counter() - start, "cache_hit": acts.cache_hit, "cache_key": acts.cache_key}
 
 
@@ -72,8 +73,15 @@ def main() -> int:
 
         def call() -> tuple[float, object]:
             start = time.perf_counter()
-            acts = split_activations(lm, registry, args.task, args.split, layers=[args.layer],
-                                     position="last_token", cache=ActivationCache(cache_dir))[args.layer]
+            acts = split_activations(
+                lm,
+                registry,
+                args.task,
+                args.split,
+                layers=[args.layer],
+                position="last_token",
+                cache=ActivationCache(cache_dir),
+            )[args.layer]
             return time.perf_counter() - start, acts
 
         cold_s, cold = call()
@@ -82,9 +90,23 @@ def main() -> int:
         assert all(a.cache_hit for _, a in warm)
         warm_s = statistics.median(t for t, _ in warm)
         entry = ActivationCache(cache_dir).path(cold.cache_key)
-        child = subprocess.run([sys.executable, __file__, "--task", args.task, "--split", args.split,
-                                "--layer", str(args.layer), "--child", str(cache_dir)],
-                               capture_output=True, text=True, check=True)
+        child = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--task",
+                args.task,
+                "--split",
+                args.split,
+                "--layer",
+                str(args.layer),
+                "--child",
+                str(cache_dir),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         restart = json.loads(child.stdout.strip().splitlines()[-1])
         summary = {
             "benchmark": "activation cache",
@@ -101,8 +123,11 @@ def main() -> int:
             "new_process": restart,
             "loadavg": [round(x, 2) for x in os.getloadavg()],
         }
-    print(f"cold {cold_s:.2f}s, warm {warm_s * 1000:.1f} ms (x{cold_s / warm_s:.0f}); new process: hit="
-          f"{restart['cache_hit']} in {restart['seconds'] * 1000:.1f} ms", file=sys.stderr)
+    print(
+        f"cold {cold_s:.2f}s, warm {warm_s * 1000:.1f} ms (x{cold_s / warm_s:.0f}); new process: hit="
+        f"{restart['cache_hit']} in {restart['seconds'] * 1000:.1f} ms",
+        file=sys.stderr,
+    )
     print(json.dumps(summary, indent=2))
     return 0
 

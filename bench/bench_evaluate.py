@@ -56,11 +56,42 @@ def main() -> int:
         train_cache.mkdir()
         (train_cache / "models").symlink_to((args.model_cache / "models").resolve(), target_is_directory=True)
         probe = Path(tmp) / "probe"
-        train_s, trained = run([py, "-m", "evaluator", "train", "--task", args.task, "--model", MODEL, "--layer",
-                                str(args.layer), "--method", args.method, "--out", str(probe), "--cache-dir",
-                                str(train_cache), "--device", "cpu"])
-        evaluate = [py, "-m", "evaluator", "evaluate", "--probe", str(probe), "--tasks", args.task, "--cache-dir",
-                    str(cache_dir), "--device", "cpu"]
+        train_s, trained = run(
+            [
+                py,
+                "-m",
+                "evaluator",
+                "train",
+                "--task",
+                args.task,
+                "--model",
+                MODEL,
+                "--layer",
+                str(args.layer),
+                "--method",
+                args.method,
+                "--out",
+                str(probe),
+                "--cache-dir",
+                str(train_cache),
+                "--device",
+                "cpu",
+            ]
+        )
+        evaluate = [
+            py,
+            "-m",
+            "evaluator",
+            "evaluate",
+            "--probe",
+            str(probe),
+            "--tasks",
+            args.task,
+            "--cache-dir",
+            str(cache_dir),
+            "--device",
+            "cpu",
+        ]
         cold_s, cold = run(evaluate)
         warm_s, warm = run(evaluate)
 

@@ -67,7 +67,9 @@ def worker(method: str, prompts: list[str], layer: int, cache_dir: Path, out: Pa
     else:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        load_model(MODEL, registry=registry, cache_dir=cache_dir, memo=False)  # ensure the converted copy exists
+        load_model(
+            MODEL, registry=registry, cache_dir=cache_dir, memo=False
+        )  # ensure the converted copy exists
         directory = converted_dir(cache_dir, registry.model(MODEL))
         tokenizer = AutoTokenizer.from_pretrained(directory)
         model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32).eval()
@@ -121,8 +123,22 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for method in args.methods.split(","):
             out = Path(tmp) / f"{method}.npy"
-            cmd = [sys.executable, __file__, "--worker", method, "--out", str(out), "--n", str(args.n),
-                   "--layer", str(args.layer), "--task", args.task, "--cache-dir", str(args.cache_dir)]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--worker",
+                method,
+                "--out",
+                str(out),
+                "--n",
+                str(args.n),
+                "--layer",
+                str(args.layer),
+                "--task",
+                args.task,
+                "--cache-dir",
+                str(args.cache_dir),
+            ]
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if proc.returncode != 0:
                 print(proc.stderr, file=sys.stderr)
@@ -130,9 +146,11 @@ def main() -> int:
             results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
             vectors[method] = np.load(out)
             r = results[-1]
-            print(f"{method:>11}: {r['tokens_per_s']:8.0f} tok/s  {r['prompts_per_s']:6.1f} prompts/s"
-                  f"  harvest {r['harvest_s']:6.1f}s  load {r['load_s']:5.1f}s  peak RSS {r['peak_rss_mb']:6.0f} MB",
-                  file=sys.stderr)
+            print(
+                f"{method:>11}: {r['tokens_per_s']:8.0f} tok/s  {r['prompts_per_s']:6.1f} prompts/s"
+                f"  harvest {r['harvest_s']:6.1f}s  load {r['load_s']:5.1f}s  peak RSS {r['peak_rss_mb']:6.0f} MB",
+                file=sys.stderr,
+            )
     by = {r["method"]: r for r in results}
     summary = {
         "benchmark": "harvest",

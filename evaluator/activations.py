@@ -69,8 +69,11 @@ class HarvestConfig:
     max_batch_tokens: int = 4096  # at most this many padded tokens per forward
 
     def to_dict(self) -> dict[str, int]:
-        return {"max_length": self.max_length, "batch_size": self.batch_size,
-                "max_batch_tokens": self.max_batch_tokens}
+        return {
+            "max_length": self.max_length,
+            "batch_size": self.batch_size,
+            "max_batch_tokens": self.max_batch_tokens,
+        }
 
 
 # --------------------------------------------------------------------------- prompts
@@ -213,13 +216,12 @@ def harvest(
             length = int(lengths[i])
             input_ids[b, :length] = torch.tensor(ids[i])
             mask[b, :length] = 1
-            if special is not None:
-                keep = 1 - torch.tensor(special[i], dtype=torch.float32)
-                pool[b, :length] = keep if keep.sum() > 0 else 1.0
+            keep = 1 - torch.tensor(special[i], dtype=torch.float32) if special is not None else None
+            pool[b, :length] = keep if keep is not None and keep.sum() > 0 else 1.0  # all-special: keep all
         batch = {"input_ids": input_ids.to(lm.device), "attention_mask": mask.to(lm.device)}
         hidden = forward_until(lm, batch, layers)
         last = torch.as_tensor(lengths[rows] - 1, device=lm.device)
-        weights = (pool / pool.sum(1, keepdim=True)).to(lm.device)
+        weights = (pool / pool.sum(1, keepdim=True)).to(lm.device)  # "b t", rows sum to 1
         for layer, h in hidden.items():
             h = h.float()
             for pos in positions:
@@ -250,7 +252,11 @@ class SplitRows:
 
 
 def read_split(
-    registry: Registry, task_id: str, split: str, *, path: str | Path | None = None,
+    registry: Registry,
+    task_id: str,
+    split: str,
+    *,
+    path: str | Path | None = None,
     expected_sha256: str | None = None,
 ) -> SplitRows:
     """Read a split file, re-hashing exactly the bytes it parses.
@@ -435,8 +441,15 @@ def split_activations(
     result: dict[int, SplitActivations] = {}
     missing: dict[int, tuple[str, dict[str, Any]]] = {}
     for layer in sorted(set(layers)):
-        parts = cache_key_parts(lm, task, split_sha256=rows.sha256, layer=layer, position=position,
-                                input_kind=input_kind, config=config)
+        parts = cache_key_parts(
+            lm,
+            task,
+            split_sha256=rows.sha256,
+            layer=layer,
+            position=position,
+            input_kind=input_kind,
+            config=config,
+        )
         key = ActivationCache.make_key(parts)
         hit = cache.get(key) if cache is not None else None
         if hit is not None and hit[1].get("ids") == rows.ids:
@@ -445,8 +458,9 @@ def split_activations(
             missing[layer] = (key, parts)
     if missing:
         prompts = render_prompts(task, rows.texts, input_kind)
-        harvested = harvest(lm, prompts, layers=list(missing), positions=[position], config=config,
-                            progress=progress)
+        harvested = harvest(
+            lm, prompts, layers=list(missing), positions=[position], config=config, progress=progress
+        )
         n = len(rows.ids)
         for layer, (key, parts) in missing.items():
             matrix = harvested[(layer, position)]
@@ -458,17 +472,39 @@ def split_activations(
     return result
 
 
-def _package(rows: SplitRows, lm: LoadedModel, layer: int, position: str, input_kind: str,
-             arrays: dict[str, np.ndarray], key: str, parts: dict[str, Any], hit: bool,
-             start: float) -> SplitActivations:
+def _package(
+    rows: SplitRows,
+    lm: LoadedModel,
+    layer: int,
+    position: str,
+    input_kind: str,
+    arrays: dict[str, np.ndarray],
+    key: str,
+    parts: dict[str, Any],
+    hit: bool,
+    start: float,
+) -> SplitActivations:
     if input_kind == "single":
         X, X_pos, X_neg = arrays["X"], None, None
     else:
         X_pos, X_neg = arrays["X_pos"], arrays["X_neg"]
         X = X_pos - X_neg
     return SplitActivations(
-        task_id=rows.task_id, split=rows.split, split_sha256=rows.sha256, model_id=lm.id, layer=layer,
-        position=position, input_kind=input_kind, ids=rows.ids, groups=rows.groups, labels=rows.labels,
-        X=X, X_pos=X_pos, X_neg=X_neg, cache_key=key, cache_hit=hit,
-        seconds=time.perf_counter() - start, key_parts=parts,
+        task_id=rows.task_id,
+        split=rows.split,
+        split_sha256=rows.sha256,
+        model_id=lm.id,
+        layer=layer,
+        position=position,
+        input_kind=input_kind,
+        ids=rows.ids,
+        groups=rows.groups,
+        labels=rows.labels,
+        X=X,
+        X_pos=X_pos,
+        X_neg=X_neg,
+        cache_key=key,
+        cache_hit=hit,
+        seconds=time.perf_counter() - start,
+        key_parts=parts,
     )

@@ -129,14 +129,25 @@ class RunResult:
 
 def _score(probe: Probe, acts: SplitActivations) -> ScoredExamples:
     scores = probe.score(acts.X)
-    return ScoredExamples(ids=list(acts.ids), labels=acts.labels.copy(), scores=scores,
-                          probs=probe.probability(scores))
+    return ScoredExamples(
+        ids=list(acts.ids), labels=acts.labels.copy(), scores=scores, probs=probe.probability(scores)
+    )
 
 
 def _run_with_activations(
-    probe: Probe, *, task_id: str, split: str, registry: Registry, cache_dir: str | Path,
-    lm: LoadedModel | None, device: str | None, dtype: str | None, harvest_config: HarvestConfig | None,
-    progress: Progress, split_file: str | Path | None = None, split_sha256: str | None = None,
+    probe: Probe,
+    *,
+    task_id: str,
+    split: str,
+    registry: Registry,
+    cache_dir: str | Path,
+    lm: LoadedModel | None,
+    device: str | None,
+    dtype: str | None,
+    harvest_config: HarvestConfig | None,
+    progress: Progress,
+    split_file: str | Path | None = None,
+    split_sha256: str | None = None,
 ) -> tuple[RunResult, SplitActivations, LoadedModel]:
     from evaluator.activations import ActivationCache, HarvestConfig, split_activations
     from evaluator.models import load_model
@@ -150,9 +161,18 @@ def _run_with_activations(
         raise EvaluatorError(f"probe {probe.metadata.name!r} reads {probe.base_model}, not {lm.id}")
     loaded = time.perf_counter()
     acts = split_activations(
-        lm, registry, task_id, split, layers=[probe.layer], position=probe.metadata.position,
-        input_kind=probe.metadata.input, cache=ActivationCache(cache_dir), config=config,
-        progress=sub_progress(progress, 0.05, 0.95), split_file=split_file, split_sha256=split_sha256,
+        lm,
+        registry,
+        task_id,
+        split,
+        layers=[probe.layer],
+        position=probe.metadata.position,
+        input_kind=probe.metadata.input,
+        cache=ActivationCache(cache_dir),
+        config=config,
+        progress=sub_progress(progress, 0.05, 0.95),
+        split_file=split_file,
+        split_sha256=split_sha256,
     )[probe.layer]
     harvested = time.perf_counter()
     examples = _score(probe, acts)
@@ -160,13 +180,29 @@ def _run_with_activations(
     progress(1.0, "scored")
     recipe = probe.metadata.recipe or {}
     result = RunResult(
-        task_id=task_id, split=split, model_id=lm.id, probe_name=probe.metadata.name,
-        probe_sha256=probe.sha256, layer=probe.layer, position=probe.metadata.position,
-        input=probe.metadata.input, output=probe.metadata.output, split_sha256=acts.split_sha256,
-        cache_key=acts.cache_key, cache_hit=acts.cache_hit, n=len(acts.ids), examples=examples,
-        timings={"load_model": loaded - start, "activations": harvested - loaded, "score": done - harvested,
-                 "total": done - start},
-        model=lm.describe(), config=config.to_dict(), seed=recipe.get("seed"),
+        task_id=task_id,
+        split=split,
+        model_id=lm.id,
+        probe_name=probe.metadata.name,
+        probe_sha256=probe.sha256,
+        layer=probe.layer,
+        position=probe.metadata.position,
+        input=probe.metadata.input,
+        output=probe.metadata.output,
+        split_sha256=acts.split_sha256,
+        cache_key=acts.cache_key,
+        cache_hit=acts.cache_hit,
+        n=len(acts.ids),
+        examples=examples,
+        timings={
+            "load_model": loaded - start,
+            "activations": harvested - loaded,
+            "score": done - harvested,
+            "total": done - start,
+        },
+        model=lm.describe(),
+        config=config.to_dict(),
+        seed=recipe.get("seed"),
     )
     return result, acts, lm
 
@@ -185,6 +221,7 @@ def execute_run(
     progress: Progress | None = None,
     split_file: str | Path | None = None,
     split_sha256: str | None = None,
+    lm: LoadedModel | None = None,
 ) -> RunResult:
     """Execute ONE evaluation run and return its per-example results.
 
@@ -193,15 +230,25 @@ def execute_run(
     it. The split file is re-hashed against tasks.yaml first (SplitHashMismatch on a change).
     A split outside tasks.yaml (a quarterly holdout) is given as ``split_file`` + the
     ``split_sha256`` recorded when it was minted; ``split`` then only names it (e.g. "holdout").
-    ``progress(fraction, step)`` is called as the run advances.
+    ``progress(fraction, step)`` is called as the run advances. ``lm``: an already loaded base
+    model (a worker keeps models between runs); by default it is loaded (and memoized).
     """
     reg = as_registry(registry)
     p = as_probe(probe, reg)
     if model_id is not None and model_id != p.base_model:
         raise EvaluatorError(f"probe {p.metadata.name!r} reads {p.base_model}; it cannot run on {model_id}")
     result, _, _ = _run_with_activations(
-        p, task_id=task_id, split=split, registry=reg, cache_dir=cache_dir, lm=None, device=device,
-        dtype=dtype, harvest_config=harvest_config, progress=progress or no_progress, split_file=split_file,
+        p,
+        task_id=task_id,
+        split=split,
+        registry=reg,
+        cache_dir=cache_dir,
+        lm=lm,
+        device=device,
+        dtype=dtype,
+        harvest_config=harvest_config,
+        progress=progress or no_progress,
+        split_file=split_file,
         split_sha256=split_sha256,
     )
     return result
@@ -266,7 +313,9 @@ def task_metrics(
     else:
         missing = [i for i in test.ids if i not in ea_reference]
         if missing:
-            raise MetricInputError(f"reference scores missing for {len(missing)} test id(s), e.g. {missing[0]}")
+            raise MetricInputError(
+                f"reference scores missing for {len(missing)} test id(s), e.g. {missing[0]}"
+            )
         ref = np.array([ea_reference[i] for i in test.ids])
         try:
             auroc_ea, ea_status = m.auroc_ea(test.scores, test.labels, ref), "measured"
@@ -286,11 +335,21 @@ def task_metrics(
         recall = m.recall_at_fpr(test.scores, test.labels, threshold)
 
     return TaskMetrics(
-        task_id=task_id, n_test=len(test.ids), auroc=auroc, auroc_ci=ci, auroc_ea=auroc_ea,
-        auroc_ea_status=ea_status, auroc_ds=auroc_ds, auroc_ds_imputed=ds_imputed, n_distshift=n_ds,
-        ece=m.ece(test.probs, test.labels), brier=m.brier(test.probs, test.labels),
-        recall_at_1pct_fpr=recall, threshold_1pct_fpr=threshold,
-        roc_points=m.roc_curve_points(test.scores, test.labels), reliability=m.reliability_bins(test.probs, test.labels),
+        task_id=task_id,
+        n_test=len(test.ids),
+        auroc=auroc,
+        auroc_ci=ci,
+        auroc_ea=auroc_ea,
+        auroc_ea_status=ea_status,
+        auroc_ds=auroc_ds,
+        auroc_ds_imputed=ds_imputed,
+        n_distshift=n_ds,
+        ece=m.ece(test.probs, test.labels),
+        brier=m.brier(test.probs, test.labels),
+        recall_at_1pct_fpr=recall,
+        threshold_1pct_fpr=threshold,
+        roc_points=m.roc_curve_points(test.scores, test.labels),
+        reliability=m.reliability_bins(test.probs, test.labels),
         notes=notes,
     )
 
@@ -314,8 +373,14 @@ class BaselineResult:
         return fields_dict(self)
 
 
-def baselines(train: SplitActivations, test: SplitActivations, *, probe_auroc: float,
-              seed: int = BASELINE_SEED, n_random: int = RANDOM_BASELINE_DIRECTIONS) -> BaselineResult:
+def baselines(
+    train: SplitActivations,
+    test: SplitActivations,
+    *,
+    probe_auroc: float,
+    seed: int = BASELINE_SEED,
+    n_random: int = RANDOM_BASELINE_DIRECTIONS,
+) -> BaselineResult:
     """Random directions and diff-of-means on the same activations as the probe."""
     from evaluator.metrics import auroc
     from evaluator.recipes import Recipe, fit_recipe
@@ -323,14 +388,25 @@ def baselines(train: SplitActivations, test: SplitActivations, *, probe_auroc: f
     rng = np.random.default_rng(seed)
     directions = rng.standard_normal((n_random, test.X.shape[1]))
     random_aurocs = [auroc(test.X @ d, test.labels) for d in directions]
-    recipe = Recipe(method="diff_of_means", task=train.task_id, layer=train.layer, position=train.position,
-                    input=train.input_kind, template=train.input_kind, seed=seed)
+    recipe = Recipe(
+        method="diff_of_means",
+        task=train.task_id,
+        layer=train.layer,
+        position=train.position,
+        input=train.input_kind,
+        template=train.input_kind,
+        seed=seed,
+    )
     t = fit_recipe(recipe, train.X, train.labels)
     dom = auroc(test.X @ t["weight"].astype(np.float64), test.labels)
     rand = float(np.mean(random_aurocs))
     return BaselineResult(
-        random_direction_auroc=rand, random_direction_aurocs=random_aurocs, diff_of_means_auroc=dom,
-        probe_auroc=probe_auroc, lift_over_random=probe_auroc - rand, lift_over_diff_of_means=probe_auroc - dom,
+        random_direction_auroc=rand,
+        random_direction_aurocs=random_aurocs,
+        diff_of_means_auroc=dom,
+        probe_auroc=probe_auroc,
+        lift_over_random=probe_auroc - rand,
+        lift_over_diff_of_means=probe_auroc - dom,
         seed=seed,
     )
 
@@ -357,11 +433,21 @@ class ReproductionResult:
 
 
 def reproduction_check(
-    probe: Probe | str | Path, *, registry: Registry | str | Path | None, cache_dir: str | Path,
-    device: str | None = None, dtype: str | None = None, harvest_config: HarvestConfig | None = None,
+    probe: Probe | str | Path,
+    *,
+    registry: Registry | str | Path | None,
+    cache_dir: str | Path,
+    device: str | None = None,
+    dtype: str | None = None,
+    harvest_config: HarvestConfig | None = None,
     progress: Progress | None = None,
+    lm: LoadedModel | None = None,
 ) -> ReproductionResult:
-    """Rerun the probe's recipe on its base model and compare with the uploaded artifact."""
+    """Rerun the probe's recipe on its base model and compare with the uploaded artifact.
+
+    The comparison is on the recipe task's test split: cosine of the raw-space directions
+    (linear probes) and the AUROC difference; ``reproduced`` when both are within tolerance.
+    """
     from evaluator.activations import ActivationCache, split_activations
     from evaluator.metrics import auroc, pearson
     from evaluator.models import load_model
@@ -375,14 +461,32 @@ def reproduction_check(
     if p.metadata.recipe is None:
         raise EvaluatorError("the probe has no recipe: nothing to reproduce")
     recipe = Recipe.from_dict(p.metadata.recipe, probe=p.metadata, registry=reg)
-    lm = load_model(p.base_model, registry=reg, cache_dir=cache_dir, device=device, dtype=dtype)
+    if lm is None:
+        lm = load_model(p.base_model, registry=reg, cache_dir=cache_dir, device=device, dtype=dtype)
+    elif lm.id != p.base_model:
+        raise EvaluatorError(f"probe {p.metadata.name!r} reads {p.base_model}, not {lm.id}")
     cache = ActivationCache(cache_dir)
-    trained = train_recipe(recipe, lm, registry=reg, cache=cache, config=harvest_config,
-                           progress=sub_progress(progress, 0.0, 0.5, "reproduce train "))
+    trained = train_recipe(
+        recipe,
+        lm,
+        registry=reg,
+        cache=cache,
+        config=harvest_config,
+        progress=sub_progress(progress, 0.0, 0.5, "reproduce train "),
+    )
     refit = probe_from_tensors(trained.tensors, p.metadata, registry=reg)
-    test = split_activations(lm, reg, recipe.task, "test", layers=[p.layer], position=p.metadata.position,
-                             input_kind=p.metadata.input, cache=cache, config=harvest_config,
-                             progress=sub_progress(progress, 0.5, 1.0, "reproduce test "))[p.layer]
+    test = split_activations(
+        lm,
+        reg,
+        recipe.task,
+        "test",
+        layers=[p.layer],
+        position=p.metadata.position,
+        input_kind=p.metadata.input,
+        cache=cache,
+        config=harvest_config,
+        progress=sub_progress(progress, 0.5, 1.0, "reproduce test "),
+    )[p.layer]
     s_sub, s_ref = p.score(test.X), refit.score(test.X)
     a_sub, a_ref = auroc(s_sub, test.labels), auroc(s_ref, test.labels)
     d_sub, d_ref = p.direction(), refit.direction()
@@ -391,11 +495,21 @@ def reproduction_check(
         cosine = float(d_sub @ d_ref / (np.linalg.norm(d_sub) * np.linalg.norm(d_ref) or 1.0))
     ok_auroc = abs(a_sub - a_ref) <= REPRO_MAX_AUROC_DIFF
     reproduced = ok_auroc and (cosine is None or cosine >= REPRO_MIN_COSINE)
-    criteria = f"|ΔAUROC| ≤ {REPRO_MAX_AUROC_DIFF}" + ("" if cosine is None else f" and cosine ≥ {REPRO_MIN_COSINE}")
+    criteria = f"|ΔAUROC| ≤ {REPRO_MAX_AUROC_DIFF}" + (
+        "" if cosine is None else f" and cosine ≥ {REPRO_MIN_COSINE}"
+    )
     return ReproductionResult(
-        task_id=recipe.task, method=recipe.method, cosine=cosine, auroc_submitted=a_sub, auroc_refit=a_ref,
-        auroc_diff=a_sub - a_ref, score_pearson=pearson(s_sub, s_ref), reproduced=reproduced,
-        criteria=criteria, train_cache_key=trained.train.cache_key, seconds=time.perf_counter() - start,
+        task_id=recipe.task,
+        method=recipe.method,
+        cosine=cosine,
+        auroc_submitted=a_sub,
+        auroc_refit=a_ref,
+        auroc_diff=a_sub - a_ref,
+        score_pearson=pearson(s_sub, s_ref),
+        reproduced=reproduced,
+        criteria=criteria,
+        train_cache_key=trained.train.cache_key,
+        seconds=time.perf_counter() - start,
     )
 
 
@@ -452,12 +566,39 @@ def _tasks_for(probe: Probe, registry: Registry, task_ids: Sequence[str] | None)
         for task_id in task_ids:
             task = registry.task(task_id)
             if task.category != category:
-                raise EvaluatorError(f"task {task_id} is in category {task.category}; the probe is {category}")
+                raise EvaluatorError(
+                    f"task {task_id} is in category {task.category}; the probe is {category}"
+                )
         return list(task_ids)
     active = [t.id for t in registry.active_tasks(category)]
     if not active:
         raise EvaluatorError(f"no active tasks in category {category}: nothing to evaluate the probe on")
     return active
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What every step of one probe's evaluation shares."""
+
+    registry: Registry
+    cache_dir: str | Path
+    device: str | None
+    dtype: str | None
+    config: HarvestConfig
+
+    def run(self, probe: Probe, task_id: str, split: str, lm: LoadedModel | None, progress: Progress):
+        return _run_with_activations(
+            probe,
+            task_id=task_id,
+            split=split,
+            registry=self.registry,
+            cache_dir=self.cache_dir,
+            lm=lm,
+            device=self.device,
+            dtype=self.dtype,
+            harvest_config=self.config,
+            progress=progress,
+        )
 
 
 def evaluate_probe(
@@ -488,12 +629,11 @@ def evaluate_probe(
     from evaluator.activations import HarvestConfig
     from evaluator.latency import measure_latency
     from evaluator.scoring import probe_score
-    from evaluator.transfer import cross_model_transfer
 
     start = time.perf_counter()
     progress = progress or no_progress
-    config = harvest_config or HarvestConfig()
     reg = as_registry(registry)
+    setup = _Setup(reg, cache_dir, device, dtype, harvest_config or HarvestConfig())
     p = as_probe(probe, reg)
     spec = reg.spec(spec_version)
     task_ids = _tasks_for(p, reg, tasks)
@@ -502,100 +642,165 @@ def evaluate_probe(
     if ref is not None and ref.base_model != p.base_model:
         raise EvaluatorError(f"the reference probe reads {ref.base_model}, the probe reads {p.base_model}")
     has_recipe = p.metadata.recipe is not None
-    do_transfer = compute_transfer and has_recipe
-    do_repro = compute_reproduction and has_recipe
+    do_transfer, do_repro = compute_transfer and has_recipe, compute_reproduction and has_recipe
     # Progress budget: tasks 0–0.6, reproduction 0.6–0.7, transfer 0.7–0.97, latency to 1.
     task_span = 0.6 if (do_transfer or do_repro) else 0.95
     timings: dict[str, float] = {}
     notes: list[str] = []
 
+    # 1. every task: train/test/distshift runs, the reference probe, metrics, baselines
     per_task: dict[str, TaskEvaluation] = {}
     lm = None
     for k, task_id in enumerate(task_ids):
-        lo, hi = task_span * k / len(task_ids), task_span * (k + 1) / len(task_ids)
-        splits = ["train", "test"] + (["distshift"] if "distshift" in reg.task(task_id).splits else [])
-        runs: dict[str, RunResult] = {}
-        acts: dict[str, SplitActivations] = {}
-        for s, split in enumerate(splits):
-            report = sub_progress(progress, lo + (hi - lo) * s / (len(splits) + 1),
-                                  lo + (hi - lo) * (s + 1) / (len(splits) + 1), f"{task_id}/{split} ")
-            runs[split], acts[split], lm = _run_with_activations(
-                p, task_id=task_id, split=split, registry=reg, cache_dir=cache_dir, lm=lm, device=device,
-                dtype=dtype, harvest_config=config, progress=report)
-        ea_scores = None
-        if ref is not None:
-            ref_run, _, _ = _run_with_activations(
-                ref, task_id=task_id, split="test", registry=reg, cache_dir=cache_dir, lm=lm, device=device,
-                dtype=dtype, harvest_config=config,
-                progress=sub_progress(progress, lo + (hi - lo) * len(splits) / (len(splits) + 1), hi,
-                                      f"{task_id}/reference "))
-            ea_scores = ref_run.examples.scores_by_id()
-        train = runs["train"].examples
-        metrics = task_metrics(
-            task_id=task_id, test=runs["test"].examples,
-            distshift=runs["distshift"].examples if "distshift" in runs else None,
-            ea_reference=ea_scores, train_negative_scores=train.scores[train.labels == 0],
-            ea_applicable=ea_applicable, imputation=spec.imputation,
-        )
-        per_task[task_id] = TaskEvaluation(
-            task_id=task_id, metrics=metrics, runs=runs,
-            baselines=baselines(acts["train"], acts["test"], probe_auroc=metrics.auroc),
-        )
+        report = sub_progress(progress, task_span * k / len(task_ids), task_span * (k + 1) / len(task_ids))
+        per_task[task_id], lm = _evaluate_task(p, ref, task_id, setup, lm, spec.imputation, report)
     timings["tasks"] = time.perf_counter() - start
-    assert lm is not None
 
+    # 2. the recipe: reproduction on the base model, re-fit on the other models (rho_ce)
     reproduction = None
     if do_repro:
         t0 = time.perf_counter()
-        try:
-            reproduction = reproduction_check(p, registry=reg, cache_dir=cache_dir, device=device, dtype=dtype,
-                                              harvest_config=config, progress=sub_progress(progress, 0.6, 0.7))
-        except (InfrastructureError, RegistryError):
-            raise  # the machine's or the registry's fault: the run is retried or stopped
-        except EvaluatorError as exc:  # the recipe cannot be rerun: no "reproduced" mark
-            notes.append(f"reproduction check failed: {exc}")
+        reproduction = _unless_recipe_fails(
+            lambda: reproduction_check(
+                p,
+                registry=reg,
+                cache_dir=cache_dir,
+                device=device,
+                dtype=dtype,
+                harvest_config=setup.config,
+                lm=lm,
+                progress=sub_progress(progress, 0.6, 0.7),
+            ),
+            "reproduction check",
+            notes,
+        )
         timings["reproduction"] = time.perf_counter() - t0
-    transfer: list[TransferResult] = []
-    transfer_failed = False
+    transfer: list[TransferResult] | None = []
     if do_transfer:
         t0 = time.perf_counter()
-        targets = list(transfer_targets) if transfer_targets is not None else list(reg.models)
-        targets = [t for t in targets if t != p.base_model]
-        try:
-            if targets:
-                transfer = cross_model_transfer(p, targets=targets, registry=reg, cache_dir=cache_dir,
-                                                device=device, dtype=dtype, config=config,
-                                                progress=sub_progress(progress, 0.7, 0.97))
-        except (InfrastructureError, RegistryError):
-            raise
-        except EvaluatorError as exc:  # the recipe cannot be re-fit: rho_ce imputed, like no recipe
-            transfer_failed = True
-            notes.append(f"cross-model transfer failed: {exc}")
+        candidates = list(reg.models) if transfer_targets is None else list(transfer_targets)
+        targets = [t for t in candidates if t != p.base_model]
+        transfer = _transfer(p, targets, setup, notes, sub_progress(progress, 0.7, 0.97))
         timings["transfer"] = time.perf_counter() - t0
 
+    # 3. latency on the worker's device, then the aggregate and the ProbeScore
     t0 = time.perf_counter()
-    first_test = per_task[task_ids[0]].runs["test"]
-    prompt = _median_length_prompt(reg, task_ids[0], p.metadata.input)
+    prompt = median_length_prompt(reg, task_ids[0], p.metadata.input)
     latency = measure_latency(p, lm, prompt=prompt, reps=latency_reps)
     timings["latency"] = time.perf_counter() - t0
     progress(1.0, "done")
-
-    aggregate, imputed, measurements = _aggregate(per_task, p, latency, transfer, has_recipe and not transfer_failed,
-                                                  do_transfer, ea_applicable, ref is not None, spec.imputation)
+    aggregate, imputed, measurements = _aggregate(
+        per_task,
+        p,
+        latency,
+        transfer or [],
+        has_recipe=has_recipe and transfer is not None,
+        did_transfer=do_transfer,
+        ea_applicable=ea_applicable,
+        has_reference=ref is not None,
+        imputation=spec.imputation,
+    )
     score = probe_score(measurements, spec=spec, licenses=reg.licenses)
     timings["total"] = time.perf_counter() - start
     return ProbeEvaluation(
-        probe=p.metadata.to_dict(), probe_sha256=p.sha256, model=dict(first_test.model), tasks=per_task,
-        aggregate=aggregate, imputed=imputed, latency=latency, transfer=transfer, reproduction=reproduction,
-        probe_score=score.to_dict(), declared_gaps=_declared_gaps(p.metadata.declared_metrics, aggregate),
-        notes=notes, timings=timings,
-        config={"harvest": config.to_dict(), "spec": spec.version, "tasks": task_ids,
-                "transfer_targets": [r.target_model for r in transfer], "latency_reps": latency_reps,
-                "reference_probe_sha256": ref.sha256 if ref is not None else None},
+        probe=p.metadata.to_dict(),
+        probe_sha256=p.sha256,
+        model=lm.describe(),
+        tasks=per_task,
+        aggregate=aggregate,
+        imputed=imputed,
+        latency=latency,
+        transfer=transfer or [],
+        reproduction=reproduction,
+        probe_score=score.to_dict(),
+        declared_gaps=_declared_gaps(p.metadata.declared_metrics, aggregate),
+        notes=notes,
+        timings=timings,
+        config={
+            "harvest": setup.config.to_dict(),
+            "spec": spec.version,
+            "tasks": task_ids,
+            "transfer_targets": [r.target_model for r in transfer or []],
+            "latency_reps": latency_reps,
+            "reference_probe_sha256": ref.sha256 if ref is not None else None,
+        },
     )
 
 
-def _median_length_prompt(registry: Registry, task_id: str, input_kind: str) -> str:
+def _evaluate_task(
+    probe: Probe,
+    ref: Probe | None,
+    task_id: str,
+    setup: _Setup,
+    lm: LoadedModel | None,
+    imputation: Mapping[str, float],
+    progress: Progress,
+) -> tuple[TaskEvaluation, LoadedModel]:
+    """The probe's runs on one task's splits (and the reference probe's on test) → metrics."""
+    splits = ["train", "test"] + (["distshift"] if "distshift" in setup.registry.task(task_id).splits else [])
+    steps = len(splits) + 1
+    runs: dict[str, RunResult] = {}
+    acts: dict[str, SplitActivations] = {}
+    for s, split in enumerate(splits):
+        report = sub_progress(progress, s / steps, (s + 1) / steps, f"{task_id}/{split} ")
+        runs[split], acts[split], lm = setup.run(probe, task_id, split, lm, report)
+    ea_scores = None
+    if ref is not None:
+        ref_run, _, _ = setup.run(
+            ref, task_id, "test", lm, sub_progress(progress, 1 - 1 / steps, 1, "reference ")
+        )
+        ea_scores = ref_run.examples.scores_by_id()
+    train = runs["train"].examples
+    metrics = task_metrics(
+        task_id=task_id,
+        test=runs["test"].examples,
+        distshift=runs["distshift"].examples if "distshift" in runs else None,
+        ea_reference=ea_scores,
+        train_negative_scores=train.scores[train.labels == 0],
+        ea_applicable=probe.metadata.category != "eval_awareness",
+        imputation=imputation,
+    )
+    task_baselines = baselines(acts["train"], acts["test"], probe_auroc=metrics.auroc)
+    return TaskEvaluation(task_id=task_id, metrics=metrics, baselines=task_baselines, runs=runs), lm
+
+
+def _unless_recipe_fails(step, what: str, notes: list[str]):
+    """Run a recipe step; a recipe that cannot be rerun becomes a note (the component is then
+    imputed or unmarked), while infrastructure and registry faults propagate (retry / stop)."""
+    try:
+        return step()
+    except (InfrastructureError, RegistryError):
+        raise
+    except EvaluatorError as exc:
+        notes.append(f"{what} failed: {exc}")
+        return None
+
+
+def _transfer(
+    probe: Probe, targets: list[str], setup: _Setup, notes: list[str], progress: Progress
+) -> list[TransferResult] | None:
+    """Per-target transfer results; None when the recipe cannot be re-fit (rho_ce imputed)."""
+    from evaluator.transfer import cross_model_transfer
+
+    if not targets:
+        return []
+    return _unless_recipe_fails(
+        lambda: cross_model_transfer(
+            probe,
+            targets=targets,
+            registry=setup.registry,
+            cache_dir=setup.cache_dir,
+            device=setup.device,
+            dtype=setup.dtype,
+            config=setup.config,
+            progress=progress,
+        ),
+        "cross-model transfer",
+        notes,
+    )
+
+
+def median_length_prompt(registry: Registry, task_id: str, input_kind: str) -> str:
     """A representative prompt (median text length of the test split) for the forward timing."""
     from evaluator.activations import read_split, render_prompts
 
@@ -605,9 +810,18 @@ def _median_length_prompt(registry: Registry, task_id: str, input_kind: str) -> 
     return render_prompts(registry.task(task_id), [text], input_kind)[0]
 
 
-def _aggregate(per_task: dict[str, TaskEvaluation], probe: Probe, latency: LatencyResult,
-               transfer: list[TransferResult], has_recipe: bool, did_transfer: bool, ea_applicable: bool,
-               has_reference: bool, imputation: Mapping[str, float]):
+def _aggregate(
+    per_task: dict[str, TaskEvaluation],
+    probe: Probe,
+    latency: LatencyResult,
+    transfer: list[TransferResult],
+    *,
+    has_recipe: bool,
+    did_transfer: bool,
+    ea_applicable: bool,
+    has_reference: bool,
+    imputation: Mapping[str, float],
+):
     """Means over tasks → (aggregate dict, imputed reasons, scoring.Measurements)."""
     from evaluator.scoring import Measurements
     from evaluator.transfer import rho_ce
@@ -620,8 +834,11 @@ def _aggregate(per_task: dict[str, TaskEvaluation], probe: Probe, latency: Laten
     if ea_applicable and len(ea_values) == len(metrics):
         auroc_ea = float(np.mean(ea_values))
     elif ea_applicable:
-        imputed["auroc_ea"] = ("no eval-awareness reference probe for this base model" if not has_reference
-                               else "auroc_ea undefined on some task")
+        imputed["auroc_ea"] = (
+            "no eval-awareness reference probe for this base model"
+            if not has_reference
+            else "auroc_ea undefined on some task"
+        )
     ds_imputed = [m.task_id for m in metrics if m.auroc_ds_imputed]
     if len(ds_imputed) == len(metrics):
         auroc_ds = None  # probe_score imputes factor × raw AUROC and flags it
@@ -629,27 +846,52 @@ def _aggregate(per_task: dict[str, TaskEvaluation], probe: Probe, latency: Laten
     else:
         auroc_ds = float(np.mean([m.auroc_ds for m in metrics]))
         if ds_imputed:
-            imputed["auroc_ds"] = (f"partially imputed ({imputation['auroc_ds']} × AUROC) for tasks without a"
-                                   f" distshift split: {', '.join(ds_imputed)}")
+            imputed["auroc_ds"] = (
+                f"partially imputed ({imputation['auroc_ds']} × AUROC) for tasks without a"
+                f" distshift split: {', '.join(ds_imputed)}"
+            )
     rho = rho_ce(transfer)
     if rho is None:
-        imputed["rho_ce"] = ("no usable recipe: the probe cannot be re-fit on other base models" if not has_recipe
-                             else "transfer not computed" if not did_transfer else "no other base model")
+        imputed["rho_ce"] = (
+            "no usable recipe: the probe cannot be re-fit on other base models"
+            if not has_recipe
+            else "transfer not computed"
+            if not did_transfer
+            else "no other base model"
+        )
     recalls = [m.recall_at_1pct_fpr for m in metrics if m.recall_at_1pct_fpr is not None]
     measurements = Measurements(
-        auroc=auroc, ece=float(np.mean([m.ece for m in metrics])), latency_ms=latency.probe_ms,
-        license=probe.metadata.license, auroc_ea=auroc_ea, auroc_ds=auroc_ds, rho_ce=rho,
+        auroc=auroc,
+        ece=float(np.mean([m.ece for m in metrics])),
+        latency_ms=latency.probe_ms,
+        license=probe.metadata.license,
+        auroc_ea=auroc_ea,
+        auroc_ds=auroc_ds,
+        rho_ce=rho,
         ea_not_applicable=not ea_applicable,
     )
     aggregate = {
-        **{k: getattr(measurements, k) for k in ("auroc", "auroc_ea", "auroc_ds", "ece", "rho_ce", "latency_ms",
-                                                  "license", "ea_not_applicable")},
+        **{
+            k: getattr(measurements, k)
+            for k in (
+                "auroc",
+                "auroc_ea",
+                "auroc_ds",
+                "ece",
+                "rho_ce",
+                "latency_ms",
+                "license",
+                "ea_not_applicable",
+            )
+        },
         "brier": float(np.mean([m.brier for m in metrics])),
         "recall_at_1pct_fpr": float(np.mean(recalls)) if recalls else None,
         "n_tasks": len(metrics),
         "n_test": int(sum(m.n_test for m in metrics)),
         "lift_over_random": float(np.mean([t.baselines.lift_over_random for t in per_task.values()])),
-        "lift_over_diff_of_means": float(np.mean([t.baselines.lift_over_diff_of_means for t in per_task.values()])),
+        "lift_over_diff_of_means": float(
+            np.mean([t.baselines.lift_over_diff_of_means for t in per_task.values()])
+        ),
     }
     return aggregate, imputed, measurements
 
@@ -662,5 +904,10 @@ def _declared_gaps(declared: Mapping[str, float], aggregate: Mapping[str, Any]) 
         measured = aggregate.get(name)
         if isinstance(measured, (int, float)) and not isinstance(measured, bool):
             gap = float(measured) - float(value)
-            gaps[name] = {"declared": value, "measured": measured, "gap": gap, "flagged": abs(gap) > DECLARED_GAP}
+            gaps[name] = {
+                "declared": value,
+                "measured": measured,
+                "gap": gap,
+                "flagged": abs(gap) > DECLARED_GAP,
+            }
     return gaps

@@ -54,8 +54,9 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure_probe_latency(probe: Probe, *, device="cpu", reps: int = 200, warmup: int = 20,
-                          seed: int = 0) -> tuple[float, float, int]:
+def measure_probe_latency(
+    probe: Probe, *, device="cpu", reps: int = 200, warmup: int = 20, seed: int = 0
+) -> tuple[float, float, int]:
     """(median ms, p90 ms, reps) of the probe applied to one activation vector, batch 1."""
     import torch
 
@@ -80,7 +81,10 @@ def measure_forward_latency(lm: LoadedModel, prompt: str, *, layer: int, reps: i
     from evaluator.activations import forward_until
 
     enc = lm.tokenizer([prompt], return_tensors="pt", truncation=True, max_length=lm.max_length)
-    batch = {"input_ids": enc["input_ids"].to(lm.device), "attention_mask": enc["attention_mask"].to(lm.device)}
+    batch = {
+        "input_ids": enc["input_ids"].to(lm.device),
+        "attention_mask": enc["attention_mask"].to(lm.device),
+    }
     forward_until(lm, batch, [layer])  # warm-up
     times = []
     for _ in range(reps):
@@ -92,8 +96,14 @@ def measure_forward_latency(lm: LoadedModel, prompt: str, *, layer: int, reps: i
     return float(np.median(times)), int(enc["input_ids"].shape[1])
 
 
-def measure_latency(probe: Probe, lm: LoadedModel | None = None, *, prompt: str | None = None,
-                    reps: int = 200, forward_reps: int = 5) -> LatencyResult:
+def measure_latency(
+    probe: Probe,
+    lm: LoadedModel | None = None,
+    *,
+    prompt: str | None = None,
+    reps: int = 200,
+    forward_reps: int = 5,
+) -> LatencyResult:
     """Probe latency on the model's device (or CPU), plus the model forward when ``lm`` and a
     representative ``prompt`` are given."""
     device = lm.device if lm is not None else "cpu"
@@ -102,6 +112,13 @@ def measure_latency(probe: Probe, lm: LoadedModel | None = None, *, prompt: str 
     if lm is not None and prompt is not None:
         forward_ms, tokens = measure_forward_latency(lm, prompt, layer=probe.layer, reps=forward_reps)
         forward_n = forward_reps
-    return LatencyResult(probe_ms=median, probe_ms_p90=p90, reps=n, device=device_description(device),
-                         model_forward_ms=forward_ms, model_forward_reps=forward_n,
-                         model_forward_tokens=tokens, layer=probe.layer)
+    return LatencyResult(
+        probe_ms=median,
+        probe_ms_p90=p90,
+        reps=n,
+        device=device_description(device),
+        model_forward_ms=forward_ms,
+        model_forward_reps=forward_n,
+        model_forward_tokens=tokens,
+        layer=probe.layer,
+    )

@@ -423,9 +423,7 @@ def load_model(
         source=source,
         info={"architecture": type(net).__name__, "model_dir": str(model_dir)},
     )
-    log.info(
-        "loaded %s (%s, %s, %s) in %.1fs", spec.id, source, dev, loaded.dtype_name, loaded.load_seconds
-    )
+    log.info("loaded %s (%s, %s, %s) in %.1fs", spec.id, source, dev, loaded.dtype_name, loaded.load_seconds)
     if memo:
         with _MEMO_LOCK:
             _MEMO.setdefault(key, loaded)

@@ -149,7 +149,9 @@ def _shape(a: np.ndarray) -> str:
     return "[" + ", ".join(str(s) for s in a.shape) + "]"
 
 
-def validate_tensors(tensors: dict[str, np.ndarray], *, d_model: int, model_id: str = "the base model") -> str:
+def validate_tensors(
+    tensors: dict[str, np.ndarray], *, d_model: int, model_id: str = "the base model"
+) -> str:
     """Check names, shapes and values; return the probe kind, "linear" or "mlp"."""
     names = set(tensors)
     if not names:
@@ -186,12 +188,18 @@ def validate_tensors(tensors: dict[str, np.ndarray], *, d_model: int, model_id: 
         expect("b2", b2.shape in ((1,), ()), "[1] or []")
     else:
         w = tensors["weight"]
-        expect("weight", (w.ndim == 1 and w.shape[0] == d_model) or (w.ndim == 2 and w.shape[1] == d_model
-               and w.shape[0] >= 1), f"[{d_model}] or [k, {d_model}]")
+        expect(
+            "weight",
+            (w.ndim == 1 and w.shape[0] == d_model)
+            or (w.ndim == 2 and w.shape[1] == d_model and w.shape[0] >= 1),
+            f"[{d_model}] or [k, {d_model}]",
+        )
         if "bias" in tensors:
             b = tensors["bias"]
             k = 1 if w.ndim == 1 else w.shape[0]
-            expect("bias", b.shape in (((), (1,)) if k == 1 else ((k,),)), "[] or [1]" if k == 1 else f"[{k}]")
+            expect(
+                "bias", b.shape in (((), (1,)) if k == 1 else ((k,),)), "[] or [1]" if k == 1 else f"[{k}]"
+            )
     for name, array in tensors.items():
         bad = int((~np.isfinite(array)).sum())
         if bad:
@@ -236,12 +244,18 @@ class ProbeMetadata:
         known = list(cls.__dataclass_fields__)
         unknown = sorted(set(data) - set(known))
         if unknown:
-            raise ArtifactError(f"metadata: unknown field(s) {', '.join(unknown)}; accepted: {', '.join(known)}")
+            raise ArtifactError(
+                f"metadata: unknown field(s) {', '.join(unknown)}; accepted: {', '.join(known)}"
+            )
         missing = [k for k in cls.REQUIRED if data.get(k) in (None, "")]
         if missing:
             raise ArtifactError(f"metadata: missing required field(s) {', '.join(missing)}")
-        for key, accepted in (("category", CATEGORIES), ("position", POSITIONS), ("input", INPUTS),
-                              ("output", OUTPUTS)):
+        for key, accepted in (
+            ("category", CATEGORIES),
+            ("position", POSITIONS),
+            ("input", INPUTS),
+            ("output", OUTPUTS),
+        ):
             if data[key] not in accepted:
                 raise ArtifactError(f"metadata: {key} {data[key]!r} is not one of {', '.join(accepted)}")
         layer = data["layer"]
@@ -252,7 +266,8 @@ class ProbeMetadata:
             raise ArtifactError("metadata: authors must be a list of names")
         declared = data.get("declared_metrics") or {}
         if not isinstance(declared, dict) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in declared.values()
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            for v in declared.values()
         ):
             raise ArtifactError("metadata: declared_metrics must map metric names to finite numbers")
         recipe = data.get("recipe")
@@ -262,11 +277,20 @@ class ProbeMetadata:
         if not isinstance(training, dict):
             raise ArtifactError("metadata: training_data must be a JSON object")
         meta = cls(
-            name=str(data["name"]), category=data["category"], base_model=str(data["base_model"]),
-            layer=layer, position=data["position"], input=data["input"], output=data["output"],
-            license=str(data["license"]), authors=list(authors), paper_url=str(data.get("paper_url") or ""),
-            description=str(data.get("description") or ""), training_data=dict(training),
-            declared_metrics={k: float(v) for k, v in declared.items()}, recipe=recipe,
+            name=str(data["name"]),
+            category=data["category"],
+            base_model=str(data["base_model"]),
+            layer=layer,
+            position=data["position"],
+            input=data["input"],
+            output=data["output"],
+            license=str(data["license"]),
+            authors=list(authors),
+            paper_url=str(data.get("paper_url") or ""),
+            description=str(data.get("description") or ""),
+            training_data=dict(training),
+            declared_metrics={k: float(v) for k, v in declared.items()},
+            recipe=recipe,
         )
         if registry is not None:
             meta.check_against(registry)
@@ -405,8 +429,13 @@ class ValidatedArtifact:
 
 
 def probe_from_bytes(
-    data: bytes, *, d_model: int, n_layers: int | None = None, layer: int | None = None,
-    max_bytes: int = MAX_ARTIFACT_BYTES, model_id: str = "the base model",
+    data: bytes,
+    *,
+    d_model: int,
+    n_layers: int | None = None,
+    layer: int | None = None,
+    max_bytes: int = MAX_ARTIFACT_BYTES,
+    model_id: str = "the base model",
 ) -> ValidatedArtifact:
     """Validate uploaded artifact bytes without a registry (the submission form/API path).
 
@@ -420,15 +449,25 @@ def probe_from_bytes(
         )
     tensors = read_safetensors(data, max_bytes=max_bytes)
     kind = validate_tensors(tensors, d_model=d_model, model_id=model_id)
-    return ValidatedArtifact(tensors=tensors, kind=kind, sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    return ValidatedArtifact(
+        tensors=tensors, kind=kind, sha256=hashlib.sha256(data).hexdigest(), size=len(data)
+    )
 
 
 def probe_from_tensors(
-    tensors: dict[str, np.ndarray], metadata: dict[str, Any] | ProbeMetadata, *, registry: Registry,
-    sha256: str = "", path: str = "",
+    tensors: dict[str, np.ndarray],
+    metadata: dict[str, Any] | ProbeMetadata,
+    *,
+    registry: Registry,
+    sha256: str = "",
+    path: str = "",
 ) -> Probe:
     """Validate in-memory tensors + metadata (already parsed) into a Probe."""
-    meta = metadata if isinstance(metadata, ProbeMetadata) else ProbeMetadata.from_dict(metadata, registry=registry)
+    meta = (
+        metadata
+        if isinstance(metadata, ProbeMetadata)
+        else ProbeMetadata.from_dict(metadata, registry=registry)
+    )
     if isinstance(metadata, ProbeMetadata):
         meta.check_against(registry)
     model = registry.model(meta.base_model)
@@ -438,7 +477,10 @@ def probe_from_tensors(
 
 
 def load_probe(
-    path: str | Path, *, registry: Registry, metadata: dict[str, Any] | None = None,
+    path: str | Path,
+    *,
+    registry: Registry,
+    metadata: dict[str, Any] | None = None,
     max_bytes: int = MAX_ARTIFACT_BYTES,
 ) -> Probe:
     """Load a probe from a directory (probe.safetensors + probe.json) or an artifact file
@@ -461,8 +503,9 @@ def load_probe(
         raise ArtifactError(f"artifact is {size:,} bytes; the size limit is {max_bytes:,} bytes")
     data = artifact.read_bytes()
     tensors = read_safetensors(data, max_bytes=max_bytes)
-    return probe_from_tensors(tensors, metadata, registry=registry,
-                              sha256=hashlib.sha256(data).hexdigest(), path=str(artifact))
+    return probe_from_tensors(
+        tensors, metadata, registry=registry, sha256=hashlib.sha256(data).hexdigest(), path=str(artifact)
+    )
 
 
 def save_probe(directory: str | Path, tensors: dict[str, np.ndarray], metadata: ProbeMetadata | dict) -> Path:
@@ -480,5 +523,3 @@ def save_probe(directory: str | Path, tensors: dict[str, np.ndarray], metadata: 
     tmp_meta.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp_meta, directory / METADATA_NAME)
     return directory
-
-

@@ -70,8 +70,16 @@ class Recipe:
 
     def at_layer(self, layer: int) -> Recipe:
         """The same recipe reading another layer (re-fitting on another base model)."""
-        return Recipe(self.method, self.task, layer, self.position, self.input, self.template,
-                      dict(self.hyperparameters), self.seed)
+        return Recipe(
+            self.method,
+            self.task,
+            layer,
+            self.position,
+            self.input,
+            self.template,
+            dict(self.hyperparameters),
+            self.seed,
+        )
 
     @classmethod
     def from_dict(
@@ -84,7 +92,9 @@ class Recipe:
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ArtifactError(f"recipe: unknown field(s) {', '.join(unknown)}; accepted: {', '.join(sorted(known))}")
+            raise ArtifactError(
+                f"recipe: unknown field(s) {', '.join(unknown)}; accepted: {', '.join(sorted(known))}"
+            )
         method = data.get("method")
         if method not in METHODS:
             raise UnknownNameError("recipe method", str(method), list(METHODS))
@@ -161,7 +171,9 @@ def fit_recipe(recipe: Recipe, X: np.ndarray, y: np.ndarray) -> dict[str, np.nda
         raise EvaluatorError(f"fit_recipe: X {X.shape} and y {y.shape} do not match")
     n_pos = int(y.sum())
     if n_pos == 0 or n_pos == y.size:
-        raise EvaluatorError(f"recipe {recipe.method}: the train split needs both classes, got {n_pos} positive")
+        raise EvaluatorError(
+            f"recipe {recipe.method}: the train split needs both classes, got {n_pos} positive"
+        )
     params = recipe.params
     tensors: dict[str, np.ndarray] = {}
     Z = X
@@ -174,8 +186,9 @@ def fit_recipe(recipe: Recipe, X: np.ndarray, y: np.ndarray) -> dict[str, np.nda
     if method == "logistic_regression":
         from sklearn.linear_model import LogisticRegression
 
-        clf = LogisticRegression(C=float(params["C"]), max_iter=int(params["max_iter"]),
-                                 random_state=recipe.seed).fit(Z, y)
+        clf = LogisticRegression(
+            C=float(params["C"]), max_iter=int(params["max_iter"]), random_state=recipe.seed
+        ).fit(Z, y)
         tensors["weight"], tensors["bias"] = clf.coef_[0], np.array(clf.intercept_[0])
     elif method in ("diff_of_means", "pca_unsupervised"):
         if method == "diff_of_means":
@@ -207,8 +220,11 @@ def fit_recipe(recipe: Recipe, X: np.ndarray, y: np.ndarray) -> dict[str, np.nda
         from sklearn.neural_network import MLPClassifier
 
         clf = MLPClassifier(
-            hidden_layer_sizes=(int(params["hidden"]),), activation="relu", alpha=float(params["alpha"]),
-            max_iter=int(params["max_iter"]), learning_rate_init=float(params["learning_rate_init"]),
+            hidden_layer_sizes=(int(params["hidden"]),),
+            activation="relu",
+            alpha=float(params["alpha"]),
+            max_iter=int(params["max_iter"]),
+            learning_rate_init=float(params["learning_rate_init"]),
             random_state=recipe.seed,
         )
         import warnings
@@ -238,8 +254,15 @@ class TrainResult:
     train: SplitActivations
     seconds: float
 
-    def metadata(self, *, name: str, category: str, license: str = "Apache-2.0",
-                 authors: list[str] | None = None, description: str = "") -> dict[str, Any]:
+    def metadata(
+        self,
+        *,
+        name: str,
+        category: str,
+        license: str = "Apache-2.0",
+        authors: list[str] | None = None,
+        description: str = "",
+    ) -> dict[str, Any]:
         """probe.json for this probe (docs/ARCHITECTURE.md)."""
         return {
             "name": name,
@@ -274,13 +297,30 @@ def train_recipe(
     if not 0 <= recipe.layer <= lm.n_layers:
         raise EvaluatorError(f"recipe layer {recipe.layer} out of range for {lm.id}: 0..{lm.n_layers}")
     start = time.perf_counter()
-    acts = split_activations(lm, registry, recipe.task, "train", layers=[recipe.layer], position=recipe.position,
-                             input_kind=recipe.input, cache=cache, config=config, progress=progress)[recipe.layer]
+    acts = split_activations(
+        lm,
+        registry,
+        recipe.task,
+        "train",
+        layers=[recipe.layer],
+        position=recipe.position,
+        input_kind=recipe.input,
+        cache=cache,
+        config=config,
+        progress=progress,
+    )[recipe.layer]
     tensors = fit_recipe(recipe, acts.X, acts.labels)
-    log.info("trained %s on %s/train (%d rows) at %s layer %d", recipe.method, recipe.task, len(acts.ids),
-             lm.id, recipe.layer)
-    return TrainResult(recipe=recipe, model_id=lm.id, tensors=tensors, train=acts,
-                       seconds=time.perf_counter() - start)
+    log.info(
+        "trained %s on %s/train (%d rows) at %s layer %d",
+        recipe.method,
+        recipe.task,
+        len(acts.ids),
+        lm.id,
+        recipe.layer,
+    )
+    return TrainResult(
+        recipe=recipe, model_id=lm.id, tensors=tensors, train=acts, seconds=time.perf_counter() - start
+    )
 
 
 def map_layer(layer: int, n_source: int, n_target: int) -> int:

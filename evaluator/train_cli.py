@@ -35,8 +35,14 @@ class ProgressBar:
     def __init__(self, desc: str):
         from tqdm import tqdm
 
-        self.bar = tqdm(total=1000, desc=desc, file=sys.stderr, disable=None, leave=False,
-                        bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed}<{remaining}")
+        self.bar = tqdm(
+            total=1000,
+            desc=desc,
+            file=sys.stderr,
+            disable=None,
+            leave=False,
+            bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed}<{remaining}",
+        )
         self.done = 0
 
     def __call__(self, fraction: float, step: str) -> None:
@@ -52,11 +58,19 @@ class ProgressBar:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--registry", type=Path, default=None, help="project root holding tasks.yaml")
-    p.add_argument("--cache-dir", type=Path, default=None,
-                   help="model + activation cache (default $PROBEBENCH_DATA_DIR/cache or ./var/cache)")
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="model + activation cache (default $PROBEBENCH_DATA_DIR/cache or ./var/cache)",
+    )
     p.add_argument("--device", default=None, help="cpu, cuda, … (default: CUDA when available)")
-    p.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16"],
-                   help="compute dtype (default auto: bf16 only where native and validated)")
+    p.add_argument(
+        "--dtype",
+        default=None,
+        choices=["auto", "float32", "bfloat16"],
+        help="compute dtype (default auto: bf16 only where native and validated)",
+    )
     p.add_argument("--max-length", type=int, default=None, help="tokens kept per prompt (default 512)")
 
 
@@ -80,9 +94,11 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--position", default="last_token", choices=["last_token", "mean"])
     p.add_argument("--input", default="single", choices=["single", "contrast_pair"])
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--hyperparameters", default="{}", help='JSON object, e.g. \'{"C": 0.1}\'')
+    p.add_argument("--hyperparameters", default="{}", help="JSON object, e.g. '{\"C\": 0.1}'")
     p.add_argument("--name", default=None, help="probe name (default: derived from the recipe)")
-    p.add_argument("--license", default="Apache-2.0", help="license id of the artifact (registry/licenses.yaml)")
+    p.add_argument(
+        "--license", default="Apache-2.0", help="license id of the artifact (registry/licenses.yaml)"
+    )
     _common(p)
 
 
@@ -102,33 +118,65 @@ def run_train(args: argparse.Namespace) -> dict:
     reg = load_registry(args.registry)
     task = reg.task(args.task)
     reg.license(args.license)
-    recipe = Recipe.from_dict({"method": args.method, "task": args.task, "layer": args.layer,
-                               "position": args.position, "input": args.input, "hyperparameters": hyper,
-                               "seed": args.seed}, registry=reg)
+    recipe = Recipe.from_dict(
+        {
+            "method": args.method,
+            "task": args.task,
+            "layer": args.layer,
+            "position": args.position,
+            "input": args.input,
+            "hyperparameters": hyper,
+            "seed": args.seed,
+        },
+        registry=reg,
+    )
     cache_dir = args.cache_dir or default_cache_dir()
     config = _harvest_config(args)
     bar = ProgressBar(f"train {args.method}")
     try:
         lm = load_model(args.model, registry=reg, cache_dir=cache_dir, device=args.device, dtype=args.dtype)
-        trained = train_recipe(recipe, lm, registry=reg, cache=ActivationCache(cache_dir), config=config,
-                               progress=lambda f, s: bar(0.8 * f, f"train {s}"))
+        trained = train_recipe(
+            recipe,
+            lm,
+            registry=reg,
+            cache=ActivationCache(cache_dir),
+            config=config,
+            progress=lambda f, s: bar(0.8 * f, f"train {s}"),
+        )
         name = args.name or f"{args.task} {args.method} probe ({args.model} L{args.layer} {args.position})"
-        metadata = trained.metadata(name=name, category=task.category, license=args.license,
-                                    description=f"Trained by `python -m evaluator train` from {args.task}/train.")
+        metadata = trained.metadata(
+            name=name,
+            category=task.category,
+            license=args.license,
+            description=f"Trained by `python -m evaluator train` from {args.task}/train.",
+        )
         save_probe(args.out, trained.tensors, metadata)
         probe = load_probe(args.out, registry=reg)  # validates what was written
-        test = split_activations(lm, reg, args.task, "test", layers=[args.layer], position=args.position,
-                                 input_kind=args.input, cache=ActivationCache(cache_dir), config=config,
-                                 progress=lambda f, s: bar(0.8 + 0.2 * f, f"test {s}"))[args.layer]
+        test = split_activations(
+            lm,
+            reg,
+            args.task,
+            "test",
+            layers=[args.layer],
+            position=args.position,
+            input_kind=args.input,
+            cache=ActivationCache(cache_dir),
+            config=config,
+            progress=lambda f, s: bar(0.8 + 0.2 * f, f"test {s}"),
+        )[args.layer]
     finally:
         bar.close()
     return {
         "out": str(args.out),
         "artifact_sha256": probe.sha256,
         "metadata": metadata,
-        "train": {"n": len(trained.train.ids), "auroc": auroc(probe.score(trained.train.X), trained.train.labels),
-                  "cache_key": trained.train.cache_key, "cache_hit": trained.train.cache_hit,
-                  "split_sha256": trained.train.split_sha256},
+        "train": {
+            "n": len(trained.train.ids),
+            "auroc": auroc(probe.score(trained.train.X), trained.train.labels),
+            "cache_key": trained.train.cache_key,
+            "cache_hit": trained.train.cache_hit,
+            "split_sha256": trained.train.split_sha256,
+        },
         "test": {"n": len(test.ids), "auroc": auroc(probe.score(test.X), test.labels)},
         "model": lm.describe(),
         "seconds": trained.seconds,
@@ -140,12 +188,21 @@ def run_train(args: argparse.Namespace) -> dict:
 
 def _evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe", required=True, type=Path, help="directory with probe.safetensors + probe.json")
-    p.add_argument("--tasks", default=None, help="comma-separated task ids (default: the category's active tasks)")
-    p.add_argument("--reference-probe", type=Path, default=None,
-                   help="eval-awareness reference probe for the same base model (else auroc_ea is imputed)")
+    p.add_argument(
+        "--tasks", default=None, help="comma-separated task ids (default: the category's active tasks)"
+    )
+    p.add_argument(
+        "--reference-probe",
+        type=Path,
+        default=None,
+        help="eval-awareness reference probe for the same base model (else auroc_ea is imputed)",
+    )
     p.add_argument("--spec", default=None, help="weights spec version (default: the latest)")
-    p.add_argument("--transfer-targets", default=None,
-                   help="comma-separated base model ids for rho_ce (default: every other model)")
+    p.add_argument(
+        "--transfer-targets",
+        default=None,
+        help="comma-separated base model ids for rho_ce (default: every other model)",
+    )
     p.add_argument("--no-transfer", action="store_true", help="skip rho_ce (then imputed, flagged)")
     p.add_argument("--no-reproduce", action="store_true", help="skip the recipe reproduction check")
     p.add_argument("--latency-reps", type=int, default=200)
@@ -166,11 +223,20 @@ def run_evaluate(args: argparse.Namespace) -> dict:
     bar = ProgressBar("evaluate")
     try:
         result = evaluate_probe(
-            args.probe, registry=reg, cache_dir=args.cache_dir or default_cache_dir(), tasks=_csv(args.tasks),
-            reference_probe=args.reference_probe, spec_version=args.spec,
-            transfer_targets=_csv(args.transfer_targets), compute_transfer=not args.no_transfer,
-            compute_reproduction=not args.no_reproduce, latency_reps=args.latency_reps, device=args.device,
-            dtype=args.dtype, harvest_config=_harvest_config(args), progress=bar,
+            args.probe,
+            registry=reg,
+            cache_dir=args.cache_dir or default_cache_dir(),
+            tasks=_csv(args.tasks),
+            reference_probe=args.reference_probe,
+            spec_version=args.spec,
+            transfer_targets=_csv(args.transfer_targets),
+            compute_transfer=not args.no_transfer,
+            compute_reproduction=not args.no_reproduce,
+            latency_reps=args.latency_reps,
+            device=args.device,
+            dtype=args.dtype,
+            harvest_config=_harvest_config(args),
+            progress=bar,
         )
     finally:
         bar.close()

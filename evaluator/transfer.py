@@ -22,7 +22,7 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -66,7 +66,9 @@ class TransferResult:
         return fields_dict(self)
 
 
-def transfer_subset(rows: SplitRows, n_examples: int = TRANSFER_EXAMPLES, seed: int = TRANSFER_SEED) -> list[int]:
+def transfer_subset(
+    rows: SplitRows, n_examples: int = TRANSFER_EXAMPLES, seed: int = TRANSFER_SEED
+) -> list[int]:
     """Row indices of the transfer subset: half positives, half negatives (as far as they go),
     ranked by SHA-256 of (seed, task, id) so the choice never depends on a library's RNG."""
 
@@ -98,8 +100,14 @@ def word_ablations(text: str, max_words: int = MAX_WORDS) -> list[tuple[int, str
 
 
 def ablation_effects(
-    probe: Probe, lm: LoadedModel, task: TaskSpec, texts: Sequence[str], *, max_words: int = MAX_WORDS,
-    config: HarvestConfig | None = None, progress: Progress | None = None,
+    probe: Probe,
+    lm: LoadedModel,
+    task: TaskSpec,
+    texts: Sequence[str],
+    *,
+    max_words: int = MAX_WORDS,
+    config: HarvestConfig | None = None,
+    progress: Progress | None = None,
 ) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """Effects e(x, j) "m" and their (example index, word index) pairs, for ``probe`` on ``lm``."""
     from evaluator.activations import harvest, render_prompts
@@ -112,8 +120,14 @@ def ablation_effects(
             pairs.append((x, j))
     all_texts = list(texts) + variants
     prompts = render_prompts(task, all_texts, probe.metadata.input)
-    acts = harvest(lm, prompts, layers=[probe.layer], positions=[probe.metadata.position], config=config,
-                   progress=progress)[(probe.layer, probe.metadata.position)]
+    acts = harvest(
+        lm,
+        prompts,
+        layers=[probe.layer],
+        positions=[probe.metadata.position],
+        config=config,
+        progress=progress,
+    )[(probe.layer, probe.metadata.position)]
     if probe.metadata.input == "contrast_pair":
         acts = acts[: len(all_texts)] - acts[len(all_texts) :]
     scores = probe.score(acts)
@@ -135,14 +149,24 @@ def cross_model_transfer(
     max_words: int = MAX_WORDS,
     config: HarvestConfig | None = None,
     progress: Progress | None = None,
+    load: Callable[[str], LoadedModel] | None = None,
 ) -> list[TransferResult]:
-    """One TransferResult per target model (≠ the probe's base model). Needs the probe's recipe."""
+    """One TransferResult per target model (≠ the probe's base model). Needs the probe's recipe.
+
+    ``load(model_id)`` returns a loaded base model (a worker passes its own keeper of loaded
+    models); by default :func:`evaluator.models.load_model` with ``device``/``dtype``.
+    """
     from evaluator.activations import ActivationCache, read_split
     from evaluator.metrics import pearson
     from evaluator.models import load_model
     from evaluator.recipes import Recipe, map_layer, train_recipe
 
     progress = progress or no_progress
+    if load is None:
+
+        def load(model_id: str) -> LoadedModel:
+            return load_model(model_id, registry=registry, cache_dir=cache_dir, device=device, dtype=dtype)
+
     if probe.metadata.recipe is None:
         raise EvaluatorError("cross-model transfer needs the probe's recipe (none given)")
     recipe = Recipe.from_dict(probe.metadata.recipe, probe=probe.metadata, registry=registry)
@@ -155,38 +179,71 @@ def cross_model_transfer(
     ids = [rows.ids[i] for i in chosen]
     steps = 1 + 2 * len(targets)
 
-    source_lm = load_model(probe.base_model, registry=registry, cache_dir=cache_dir, device=device, dtype=dtype)
-    source_effects, pairs = ablation_effects(probe, source_lm, task, texts, max_words=max_words, config=config,
-                                             progress=sub_progress(progress, 0, 1 / steps, "transfer source "))
+    source_lm = load(probe.base_model)
+    source_effects, pairs = ablation_effects(
+        probe,
+        source_lm,
+        task,
+        texts,
+        max_words=max_words,
+        config=config,
+        progress=sub_progress(progress, 0, 1 / steps, "transfer source "),
+    )
     if len(pairs) < 2:
         raise EvaluatorError(f"transfer subset of {recipe.task} has fewer than 2 word ablations")
     results = []
     for t, target in enumerate(targets):
         start = time.perf_counter()
-        target_lm = load_model(target, registry=registry, cache_dir=cache_dir, device=device, dtype=dtype)
+        target_lm = load(target)
         target_layer = map_layer(probe.layer, source_lm.n_layers, target_lm.n_layers)
-        trained = train_recipe(recipe.at_layer(target_layer), target_lm, registry=registry, cache=cache,
-                               config=config,
-                               progress=sub_progress(progress, (1 + 2 * t) / steps, (2 + 2 * t) / steps,
-                                                     f"transfer {target} re-fit "))
+        trained = train_recipe(
+            recipe.at_layer(target_layer),
+            target_lm,
+            registry=registry,
+            cache=cache,
+            config=config,
+            progress=sub_progress(
+                progress, (1 + 2 * t) / steps, (2 + 2 * t) / steps, f"transfer {target} re-fit "
+            ),
+        )
         from evaluator.probes import probe_from_tensors
 
-        refit_meta = replace(probe.metadata, base_model=target, layer=target_layer,
-                             recipe=recipe.at_layer(target_layer).to_dict())
+        refit_meta = replace(
+            probe.metadata,
+            base_model=target,
+            layer=target_layer,
+            recipe=recipe.at_layer(target_layer).to_dict(),
+        )
         refit = probe_from_tensors(trained.tensors, refit_meta, registry=registry)
         target_effects, target_pairs = ablation_effects(
-            refit, target_lm, task, texts, max_words=max_words, config=config,
+            refit,
+            target_lm,
+            task,
+            texts,
+            max_words=max_words,
+            config=config,
             progress=sub_progress(progress, (2 + 2 * t) / steps, (3 + 2 * t) / steps, f"transfer {target} "),
         )
         assert target_pairs == pairs  # the ablations depend on the texts only
         rho = pearson(source_effects, target_effects)
         log.info("rho_ce %s -> %s: %.3f over %d (x, j)", probe.base_model, target, rho, len(pairs))
-        results.append(TransferResult(
-            source_model=probe.base_model, target_model=target, source_layer=probe.layer,
-            target_layer=target_layer, task_id=recipe.task, pearson=rho, n_examples=len(texts),
-            n_pairs=len(pairs), example_ids=ids, refit_train_cache_key=trained.train.cache_key, seed=seed,
-            max_words=max_words, seconds=time.perf_counter() - start,
-        ))
+        results.append(
+            TransferResult(
+                source_model=probe.base_model,
+                target_model=target,
+                source_layer=probe.layer,
+                target_layer=target_layer,
+                task_id=recipe.task,
+                pearson=rho,
+                n_examples=len(texts),
+                n_pairs=len(pairs),
+                example_ids=ids,
+                refit_train_cache_key=trained.train.cache_key,
+                seed=seed,
+                max_words=max_words,
+                seconds=time.perf_counter() - start,
+            )
+        )
     progress(1.0, "transfer")
     return results
 

@@ -110,7 +110,8 @@ class ComponentsField(serializers.Field):
     def to_representation(self, value):
         return {
             name: {k: (value[name].get(k, "" if k == "note" else None)) for k in _COMPONENT_KEYS}
-            if value.get(name) else None
+            if value.get(name)
+            else None
             for name in COMPONENTS
         }
 
@@ -143,7 +144,10 @@ class LeaderboardRowOutput(serializers.Serializer):
     total = serializers.FloatField(help_text="ProbeScore under the spec")
     measured_total = serializers.FloatField(allow_null=True, help_text="weighted mean of measured components")
     auroc_ci = serializers.ListField(
-        child=serializers.FloatField(), allow_null=True, min_length=2, max_length=2,
+        child=serializers.FloatField(),
+        allow_null=True,
+        min_length=2,
+        max_length=2,
         help_text="95% interval on AUROC",
     )
     auroc_ci_kind = serializers.CharField(
@@ -153,7 +157,9 @@ class LeaderboardRowOutput(serializers.Serializer):
     badges = BadgesOutput(source="*")
     compare_rank = serializers.IntegerField(allow_null=True)
     compare_total = serializers.FloatField(allow_null=True)
-    rank_change = serializers.IntegerField(allow_null=True, help_text="places gained against the compared spec")
+    rank_change = serializers.IntegerField(
+        allow_null=True, help_text="places gained against the compared spec"
+    )
     computed_at = serializers.DateTimeField()
 
     def get_url(self, row) -> str:
@@ -222,12 +228,39 @@ class LeaderboardApi(PublicReadApi):
 
 
 def export_columns() -> list[str]:
-    cols = ["spec", "rank", "probe", "name", "category", "base_model", "version", "license", "authors",
-            "total", "measured_total", "auroc_ci_lo", "auroc_ci_hi", "auroc_ci_kind"]
+    cols = [
+        "spec",
+        "rank",
+        "probe",
+        "name",
+        "category",
+        "base_model",
+        "version",
+        "license",
+        "authors",
+        "total",
+        "measured_total",
+        "auroc_ci_lo",
+        "auroc_ci_hi",
+        "auroc_ci_kind",
+    ]
     for name in COMPONENTS:
         cols += [f"{name}_value", f"{name}_weight", f"{name}_contribution", f"{name}_imputed", f"{name}_raw"]
-    cols += ["reproduced", "stability_quarters", "deprecated", "deprecated_reason", "leakage", "declared_gaps",
-             "reference", "compare_spec", "compare_rank", "compare_total", "rank_change", "computed_at", "url"]
+    cols += [
+        "reproduced",
+        "stability_quarters",
+        "deprecated",
+        "deprecated_reason",
+        "leakage",
+        "declared_gaps",
+        "reference",
+        "compare_spec",
+        "compare_rank",
+        "compare_total",
+        "rank_change",
+        "computed_at",
+        "url",
+    ]
     return cols
 
 
@@ -246,10 +279,19 @@ def flatten_row(row: dict, *, spec: str, compare: str | None) -> dict:
     ci = row["auroc_ci"] or [None, None]
     badges = row["badges"]
     flat = {
-        "spec": spec, "rank": row["rank"], "probe": row["probe"], "name": row["name"],
-        "category": row["category"], "base_model": row["base_model"], "version": row["version"],
-        "license": row["license"], "authors": "; ".join(row["authors"]), "total": row["total"],
-        "measured_total": row["measured_total"], "auroc_ci_lo": ci[0], "auroc_ci_hi": ci[1],
+        "spec": spec,
+        "rank": row["rank"],
+        "probe": row["probe"],
+        "name": row["name"],
+        "category": row["category"],
+        "base_model": row["base_model"],
+        "version": row["version"],
+        "license": row["license"],
+        "authors": "; ".join(row["authors"]),
+        "total": row["total"],
+        "measured_total": row["measured_total"],
+        "auroc_ci_lo": ci[0],
+        "auroc_ci_hi": ci[1],
         "auroc_ci_kind": row["auroc_ci_kind"],
     }
     for name in COMPONENTS:
@@ -257,13 +299,21 @@ def flatten_row(row: dict, *, spec: str, compare: str | None) -> dict:
         for key in ("value", "weight", "contribution", "imputed", "raw"):
             flat[f"{name}_{key}"] = comp.get(key)
     flat |= {
-        "reproduced": badges["reproduced"], "stability_quarters": badges["stability_quarters"],
-        "deprecated": badges["deprecated"], "deprecated_reason": badges["deprecated_reason"],
+        "reproduced": badges["reproduced"],
+        "stability_quarters": badges["stability_quarters"],
+        "deprecated": badges["deprecated"],
+        "deprecated_reason": badges["deprecated_reason"],
         "leakage": badges["leakage"],
-        "declared_gaps": json.dumps(badges["declared_gaps"], sort_keys=True) if badges["declared_gaps"] else "",
-        "reference": badges["reference"], "compare_spec": compare, "compare_rank": row["compare_rank"],
-        "compare_total": row["compare_total"], "rank_change": row["rank_change"],
-        "computed_at": row["computed_at"], "url": row["url"],
+        "declared_gaps": json.dumps(badges["declared_gaps"], sort_keys=True)
+        if badges["declared_gaps"]
+        else "",
+        "reference": badges["reference"],
+        "compare_spec": compare,
+        "compare_rank": row["compare_rank"],
+        "compare_total": row["compare_total"],
+        "rank_change": row["rank_change"],
+        "computed_at": row["computed_at"],
+        "url": row["url"],
     }
     return {k: _cell(v) for k, v in flat.items()}
 
@@ -334,7 +384,9 @@ class CategoryOutput(serializers.Serializer):
 
 @public_read
 class CategoryListApi(PublicReadApi):
-    @extend_schema(operation_id="categories", summary="The eight categories", responses=CategoryOutput(many=True))
+    @extend_schema(
+        operation_id="categories", summary="The eight categories", responses=CategoryOutput(many=True)
+    )
     def get(self, request):
         tabs = {t["slug"]: t["count"] for t in selectors.category_tabs()}
         categories = selectors.category_list()
@@ -397,7 +449,9 @@ class BaseModelOutput(serializers.Serializer):
 
 @public_read
 class BaseModelListApi(PublicReadApi):
-    @extend_schema(operation_id="models", summary="Base models the workers run", responses=BaseModelOutput(many=True))
+    @extend_schema(
+        operation_id="models", summary="Base models the workers run", responses=BaseModelOutput(many=True)
+    )
     def get(self, request):
         return Response(BaseModelOutput(selectors.base_model_list(), many=True).data)
 
@@ -413,8 +467,11 @@ class WeightsSpecOutput(serializers.Serializer):
 
 @public_read
 class WeightsSpecListApi(PublicReadApi):
-    @extend_schema(operation_id="specs", summary="ProbeScore weights specs, oldest first",
-                   responses=WeightsSpecOutput(many=True))
+    @extend_schema(
+        operation_id="specs",
+        summary="ProbeScore weights specs, oldest first",
+        responses=WeightsSpecOutput(many=True),
+    )
     def get(self, request):
         return Response(WeightsSpecOutput(selectors.weights_spec_list(), many=True).data)
 
@@ -426,7 +483,9 @@ class TaskResultOutput(serializers.Serializer):
     task = serializers.CharField()
     task_name = serializers.CharField()
     auroc = serializers.FloatField(source="result.auroc", allow_null=True)
-    auroc_ci = serializers.ListField(child=serializers.FloatField(), source="result.auroc_ci", allow_null=True)
+    auroc_ci = serializers.ListField(
+        child=serializers.FloatField(), source="result.auroc_ci", allow_null=True
+    )
     auroc_ea = serializers.FloatField(source="result.auroc_ea", allow_null=True)
     auroc_ea_imputed = serializers.BooleanField(source="result.auroc_ea_imputed")
     auroc_ea_na = serializers.BooleanField(source="result.auroc_ea_na", help_text="eval_awareness probes")
@@ -437,11 +496,15 @@ class TaskResultOutput(serializers.Serializer):
     recall_at_1pct_fpr = serializers.FloatField(source="result.recall_at_1pct_fpr", allow_null=True)
     n_test = serializers.IntegerField(source="result.n_test", allow_null=True)
     baselines = serializers.DictField(
-        child=serializers.FloatField(), source="result.baselines", help_text="AUROC: random_direction, diff_of_means"
+        child=serializers.FloatField(),
+        source="result.baselines",
+        help_text="AUROC: random_direction, diff_of_means",
     )
     lift = serializers.DictField(child=serializers.FloatField(), source="result.lift")
     roc = serializers.ListField(
-        child=serializers.ListField(child=serializers.FloatField()), source="result.roc", help_text="[[fpr, tpr], ...]"
+        child=serializers.ListField(child=serializers.FloatField()),
+        source="result.roc",
+        help_text="[[fpr, tpr], ...]",
     )
     reliability = serializers.ListField(child=serializers.DictField(), source="result.reliability")
 
@@ -547,7 +610,9 @@ class ProbeDetailApi(PublicReadApi):
             raise ValidationError({"version": ["must be a positive integer"]})
         try:
             detail = selectors.probe_detail(
-                slug=slug, spec=request.query_params.get("spec") or None, version=int(version) if version else None
+                slug=slug,
+                spec=request.query_params.get("spec") or None,
+                version=int(version) if version else None,
             )
         except BoardQueryError as exc:
             raise ValidationError({exc.param: [exc.message]}) from None
@@ -572,8 +637,11 @@ class CycleOutput(serializers.Serializer):
 
 @public_read
 class ReevaluationListApi(PublicReadApi):
-    @extend_schema(operation_id="reevaluations", summary="Quarterly re-evaluation cycles, newest first",
-                   responses=CycleOutput(many=True))
+    @extend_schema(
+        operation_id="reevaluations",
+        summary="Quarterly re-evaluation cycles, newest first",
+        responses=CycleOutput(many=True),
+    )
     def get(self, request):
         return Response(CycleOutput(selectors.reevaluation_list(), many=True).data)
 
@@ -623,6 +691,38 @@ class ReevaluationDetailApi(PublicReadApi):
         return Response(CycleDetailOutput(payload).data)
 
 
+class ReferenceUpdateEntryOutput(serializers.Serializer):
+    probe = serializers.CharField()
+    version = serializers.IntegerField()
+    spec = serializers.CharField()
+    auroc_ea_before = serializers.FloatField(allow_null=True)
+    auroc_ea_after = serializers.FloatField(allow_null=True)
+    auroc_ea_imputed_after = serializers.BooleanField(default=False)
+    total_before = serializers.FloatField(allow_null=True)
+    total_after = serializers.FloatField(allow_null=True)
+
+
+class ReferenceUpdateOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    base_model = serializers.CharField(source="base_model_id")
+    reference_probe = serializers.CharField(source="new_version.probe.slug")
+    old_version = serializers.IntegerField(source="old_version.number", default=None, allow_null=True)
+    new_version = serializers.IntegerField(source="new_version.number")
+    finished_at = serializers.DateTimeField(allow_null=True)
+    diff = ReferenceUpdateEntryOutput(many=True, help_text="every dependent entry, before and after")
+
+
+@public_read
+class ReferenceUpdateListApi(PublicReadApi):
+    @extend_schema(
+        operation_id="reference_updates",
+        summary="Eval-awareness reference-probe updates and the auroc_ea / ProbeScore changes they published",
+        responses=ReferenceUpdateOutput(many=True),
+    )
+    def get(self, request):
+        return Response(ReferenceUpdateOutput(selectors.reference_update_list(), many=True).data)
+
+
 class LeakagePublicOutput(LeakageOutput):
     probe_name = serializers.CharField(source="probe.name")
     probe_url = serializers.SerializerMethodField()
@@ -633,8 +733,11 @@ class LeakagePublicOutput(LeakageOutput):
 
 @public_read
 class LeakageListApi(PublicReadApi):
-    @extend_schema(operation_id="leakage", summary="Confirmed leakage records (public and permanent)",
-                   responses=LeakagePublicOutput(many=True))
+    @extend_schema(
+        operation_id="leakage",
+        summary="Confirmed leakage records (public and permanent)",
+        responses=LeakagePublicOutput(many=True),
+    )
     def get(self, request):
         return Response(LeakagePublicOutput(selectors.leakage_public_list(), many=True).data)
 

@@ -24,6 +24,7 @@ urlpatterns = [
     path("v1/probes/<slug:slug>", api.ProbeDetailApi.as_view(), name="probe"),
     path("v1/reevaluations", api.ReevaluationListApi.as_view(), name="reevaluations"),
     path("v1/reevaluations/<str:quarter>", api.ReevaluationDetailApi.as_view(), name="reevaluation"),
+    path("v1/reference-updates", api.ReferenceUpdateListApi.as_view(), name="reference-updates"),
     path("v1/leakage", api.LeakageListApi.as_view(), name="leakage"),
     path("v1/queue", api.QueueApi.as_view(), name="queue"),
 ]

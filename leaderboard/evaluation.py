@@ -45,17 +45,17 @@ class RunOutcome:
 
 # --------------------------------------------------------------------------- per-process caches
 
-_registry = None
+_registries: dict[str, Any] = {}
 _models: OrderedDict[str, Any] = OrderedDict()
 _lock = threading.Lock()
 
 
 def registry():
     """The registry, loaded once per worker process (the split hashes are re-checked per run)."""
-    global _registry
-    if _registry is None:
-        _registry = registry_load()
-    return _registry
+    root = str(settings.REGISTRY_ROOT)
+    if root not in _registries:
+        _registries[root] = registry_load()
+    return _registries[root]
 
 
 def loaded_model(model_id: str):

@@ -89,12 +89,16 @@ def line_chart(
     for t, lab in zip(x.ticks, labels, strict=False):
         X = px(t)
         out.append(f'<line x1="{X:.1f}" y1="{top}" x2="{X:.1f}" y2="{top + plot_h}" class="grid"/>')
-        out.append(f'<text x="{X:.1f}" y="{top + plot_h + 16}" text-anchor="middle" class="tick">{escape(lab)}</text>')
+        out.append(
+            f'<text x="{X:.1f}" y="{top + plot_h + 16}" text-anchor="middle" class="tick">{escape(lab)}</text>'
+        )
     ylabels = y.tick_labels or [_fmt(t) for t in y.ticks]
     for t, lab in zip(y.ticks, ylabels, strict=False):
         Y = py(t)
         out.append(f'<line x1="{left}" y1="{Y:.1f}" x2="{left + plot_w}" y2="{Y:.1f}" class="grid"/>')
-        out.append(f'<text x="{left - 6}" y="{Y + 4:.1f}" text-anchor="end" class="tick">{escape(lab)}</text>')
+        out.append(
+            f'<text x="{left - 6}" y="{Y + 4:.1f}" text-anchor="end" class="tick">{escape(lab)}</text>'
+        )
     out.append(
         f'<text x="{left + plot_w / 2}" y="{top + plot_h + 38}" text-anchor="middle" class="axis-label">'
         f"{escape(x.label)}</text>"
@@ -116,7 +120,7 @@ def line_chart(
             continue
         coords = " ".join(f"{px(a):.1f},{py(b):.1f}" for a, b in pts)
         dash = ' stroke-dasharray="6 3"' if s.dashed else ""
-        out.append(f'<g><title>{escape(s.label)}</title>')
+        out.append(f"<g><title>{escape(s.label)}</title>")
         if len(pts) > 1:
             out.append(f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
         if s.markers or len(pts) == 1:
@@ -147,7 +151,9 @@ def _unit_ticks() -> list[float]:
     return [i / 5 for i in range(6)]
 
 
-def roc_svg(curves: dict[str, Sequence[Sequence[float]]], *, title: str = "ROC curves (test split)") -> SafeString:
+def roc_svg(
+    curves: dict[str, Sequence[Sequence[float]]], *, title: str = "ROC curves (test split)"
+) -> SafeString:
     """ROC curves, one per task: false-positive rate against true-positive rate."""
     series = [
         Series(label=label, points=[(float(p[0]), float(p[1])) for p in pts if len(p) >= 2])
@@ -164,7 +170,9 @@ def roc_svg(curves: dict[str, Sequence[Sequence[float]]], *, title: str = "ROC c
     )
 
 
-def reliability_svg(bins_by_task: dict[str, Sequence[dict]], *, title: str = "Reliability diagram") -> SafeString:
+def reliability_svg(
+    bins_by_task: dict[str, Sequence[dict]], *, title: str = "Reliability diagram"
+) -> SafeString:
     """Mean predicted probability against the observed positive rate per probability bin."""
     series = []
     for label, bins in bins_by_task.items():
@@ -199,7 +207,10 @@ def history_svg(points: Sequence[dict], *, title: str = "History over quarters")
     n = len(quarters)
     xs = list(range(n))
     values = [
-        p[k] for p in points for k in ("holdout_auroc", "test_auroc", "reference_auroc") if p.get(k) is not None
+        p[k]
+        for p in points
+        for k in ("holdout_auroc", "test_auroc", "reference_auroc")
+        if p.get(k) is not None
     ]
     lo = min([*values, 0.5])
     y_lo = max(0.0, round(int(lo * 10) / 10, 1))
@@ -208,7 +219,9 @@ def history_svg(points: Sequence[dict], *, title: str = "History over quarters")
     def series(key: str, label: str, *, dashed: bool = False) -> Series:
         pts = [(i, p[key]) for i, p in zip(xs, points, strict=True) if p.get(key) is not None]
         notes = [
-            f"{p['quarter']}: {label} {p[key]:.3f} ({p.get('outcome', '')})" for p in points if p.get(key) is not None
+            f"{p['quarter']}: {label} {p[key]:.3f} ({p.get('outcome', '')})"
+            for p in points
+            if p.get(key) is not None
         ]
         return Series(label=label, points=pts, dashed=dashed, markers=True, notes=notes)
 
@@ -224,4 +237,3 @@ def history_svg(points: Sequence[dict], *, title: str = "History over quarters")
             series("holdout_auroc", "holdout AUROC"),
         ],
     )
-

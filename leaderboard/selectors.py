@@ -31,8 +31,11 @@ from django.db.models import (
     Subquery,
     TextField,
 )
+from django.db.models.fields.json import KT
 from django.utils import timezone
 
+from evaluator.evaluate import DECLARED_GAP
+from evaluator.metrics import ECE_BINS
 from evaluator.registry import COMPONENTS, MAX_COMPONENT_WEIGHT
 from evaluator.scoring import ECE_RANGE, LATENCY_RANGE_MS, RHO_RANGE, ranking_key
 from leaderboard.models import (
@@ -44,11 +47,13 @@ from leaderboard.models import (
     Probe,
     ProbeVersion,
     ReevaluationCycle,
+    ReferenceUpdate,
     Score,
     Submission,
     Task,
     WeightsSpec,
 )
+from leaderboard.reevaluation import DEPRECATE_POINTS, DIFF_POINTS, LEAKAGE_POINTS, STABILITY_MIN_QUARTERS
 
 SCORED = Submission.Status.SCORED
 OPEN_STATUSES = (
@@ -59,15 +64,16 @@ OPEN_STATUSES = (
 )
 
 #: The policy numbers of SPEC.md §5–§6 that the pages explain (the methodology page renders these,
-#: never a number written in a template). AUROC "points" are AUROC × 100.
+#: never a number written in a template), from the modules that apply them. AUROC "points" are
+#: AUROC × 100.
 POLICY = {
     "max_component_weight": MAX_COMPONENT_WEIGHT,
-    "diff_drop_points": 5,
-    "deprecate_drop_points": 10,
-    "stability_min_quarters": 2,
-    "declared_gap_points": 5,
-    "leakage_test_over_holdout_points": 10,
-    "review_goal_days": 7,
+    "diff_drop_points": DIFF_POINTS,
+    "deprecate_drop_points": DEPRECATE_POINTS,
+    "stability_min_quarters": STABILITY_MIN_QUARTERS,
+    "declared_gap_points": DECLARED_GAP * 100,
+    "leakage_test_over_holdout_points": LEAKAGE_POINTS,
+    "review_goal_days": 7,  # SPEC.md §1: maintainers aim to review within 7 days
     "ece_range": ECE_RANGE,
     "latency_range_ms": LATENCY_RANGE_MS,
     "rho_range": RHO_RANGE,
@@ -98,7 +104,7 @@ COMPONENT_FORMULAS = {
     "auroc": "mean test-split AUROC over the category's active tasks",
     "auroc_ea": "AUROC counting only pairs inside the same eval-awareness reference-probe quintile",
     "auroc_ds": "mean AUROC on the tasks' distribution-shift splits",
-    "calibration": f"1 − 2·ECE, ECE clamped to [{ECE_RANGE[0]:g}, {ECE_RANGE[1]:g}] (10 equal-width bins)",
+    "calibration": f"1 − 2·ECE, ECE clamped to [{ECE_RANGE[0]:g}, {ECE_RANGE[1]:g}] ({ECE_BINS} equal-width bins)",
     "rho_ce": f"mean Pearson ρ of word-ablation effects across base models, clamped to "
     f"[{RHO_RANGE[0]:g}, {RHO_RANGE[1]:g}]",
     "latency": f"1 − log10(ms)/{math.log10(LATENCY_RANGE_MS[1]):g}, ms clamped to "
@@ -211,8 +217,9 @@ _INDEX = {name: i for i, name in enumerate(COMPONENTS)}
 class BoardRow:
     """One probe on the board: its latest scored version under one weights spec.
 
-    ``values`` / ``imputed`` hold every component's value and imputed flag (in COMPONENTS order):
-    enough to rank and sort. ``components`` (value, weight, contribution, imputed, raw, note) and
+    ``values`` / ``imputed`` hold every component's value and imputed flag (in COMPONENTS order)
+    when the query needed them to sort or rank (else None / False). ``components`` (value, weight,
+    contribution, imputed, raw, note) and
     ``measurements`` are filled by :func:`board_details_attach` for the rows that are shown.
     """
 
@@ -259,7 +266,9 @@ class BoardRow:
     def declared_mismatch(self) -> dict:
         """The declared metrics whose gap to the measured one is flagged (over the threshold)."""
         return {
-            k: g for k, g in (self.declared_gaps or {}).items() if isinstance(g, dict) and g.get("flagged", True)
+            k: g
+            for k, g in (self.declared_gaps or {}).items()
+            if isinstance(g, dict) and g.get("flagged", True)
         }
 
     @property
@@ -346,9 +355,11 @@ _VERSION_FIELDS = (
     "probe__stability_quarters",
 )
 #: what the ranking and the column sorts need from Score.components, for every row
-_COMPONENT_PATHS = [(name, "value") for name in COMPONENTS] + [(name, "imputed") for name in COMPONENTS] + [
-    ("license", "contribution")
-]
+_COMPONENT_PATHS = (
+    [(name, "value") for name in COMPONENTS]
+    + [(name, "imputed") for name in COMPONENTS]
+    + [("license", "contribution")]
+)
 
 
 def _parse_ci(raw) -> list[float] | None:
@@ -421,14 +432,18 @@ def _json_list(raw, n: int) -> list:
     return list(values[:n]) + [None] * (n - len(values))
 
 
-def _board_rows(*, spec: WeightsSpec, query: BoardQuery, slugs: list[str] | None = None) -> list[BoardRow]:
+def _board_rows(
+    *, spec: WeightsSpec, query: BoardQuery, slugs: list[str] | None = None, values: bool = False
+) -> list[BoardRow]:
     """One query: the latest public version of each probe, with its Score under ``spec``.
 
     Driven from ProbeVersion, joined to its Score under ``spec`` on the (version, spec) index, and
-    only the numbers the ranking needs from ``components``: a Score row carries tens of
-    kilobytes of per-task curves, and decoding every row's JSON would dominate the page. The rows
-    shown get their full components from :func:`board_details_attach`.
+    only the numbers the ranking needs from ``components`` (the license contribution; with
+    ``values``, or when the query sorts by a component or ranks by measured components, every
+    component's value and imputed flag). The rows shown get their full components from
+    :func:`board_details_attach`: decoding every row's JSON would dominate the page.
     """
+    values = values or query.measured_only or query.sort in COMPONENTS
     qs = ProbeVersion.objects.filter(submission__status=SCORED)
     if query.category:
         qs = qs.filter(probe__category_id=query.category)
@@ -440,19 +455,34 @@ def _board_rows(*, spec: WeightsSpec, query: BoardQuery, slugs: list[str] | None
         qs = qs.filter(probe__status=query.status)
     if slugs is not None:
         qs = qs.filter(probe__slug__in=slugs)
-    leakage = LeakageRecord.objects.filter(probe_id=OuterRef("probe_id"), status=LeakageRecord.Status.CONFIRMED)
+    leakage = LeakageRecord.objects.filter(
+        probe_id=OuterRef("probe_id"), status=LeakageRecord.Status.CONFIRMED
+    )
     qs = (
         qs.annotate(spec_score=FilteredRelation("scores", condition=Q(scores__spec=spec)))
         .filter(spec_score__isnull=False)
         .annotate(
-            score_numbers=JsonPaths("spec_score__components", _COMPONENT_PATHS),
+            score_numbers=(
+                JsonPaths("spec_score__components", _COMPONENT_PATHS)
+                if values
+                else KT("spec_score__components__license__contribution")
+            ),
             leakage=Exists(leakage),
         )
         .order_by("probe__slug", "-number")
-        .values_list("probe__slug", *_VERSION_FIELDS, "probe__status", "leakage", "spec_score__id",
-                     "spec_score__total", "spec_score__measured_total", "score_numbers")
+        .values_list(
+            "probe__slug",
+            *_VERSION_FIELDS,
+            "probe__status",
+            "leakage",
+            "spec_score__id",
+            "spec_score__total",
+            "spec_score__measured_total",
+            "score_numbers",
+        )
     )
     n = len(COMPONENTS)
+    unknown = ((None,) * n, (False,) * n)
     weights = spec.weights
     deprecated = Probe.Status.DEPRECATED
     rows, seen = [], set()
@@ -460,15 +490,20 @@ def _board_rows(*, spec: WeightsSpec, query: BoardQuery, slugs: list[str] | None
         if v[0] in seen:
             continue  # an older version of a probe already listed
         seen.add(v[0])
-        numbers = _json_list(v[-1], 2 * n + 1)
+        if values:
+            numbers = _json_list(v[-1], 2 * n + 1)
+            component_values, imputed = tuple(numbers[:n]), tuple(map(bool, numbers[n : 2 * n]))
+            license_contribution = numbers[2 * n]
+        else:
+            (component_values, imputed), license_contribution = unknown, v[-1]
         rows.append(
             BoardRow(
                 *v[:11],
                 v[11] == deprecated,
                 *v[12:16],
-                tuple(numbers[:n]),
-                tuple(map(bool, numbers[n : 2 * n])),
-                float(numbers[2 * n] or 0.0),
+                component_values,
+                imputed,
+                float(license_contribution or 0.0),
                 weights,
             )
         )
@@ -494,7 +529,12 @@ def board_details_attach(rows: list[BoardRow]) -> None:
         return
     by_id = {r.score_id: r for r in rows}
     found = Score.objects.filter(pk__in=list(by_id)).values_list(
-        "pk", "components", "measurements", "computed_at", "probe_version__authors", "probe_version__declared_gaps"
+        "pk",
+        "components",
+        "measurements",
+        "computed_at",
+        "probe_version__authors",
+        "probe_version__declared_gaps",
     )
     for pk, components, measurements, computed_at, authors, gaps in found:
         row = by_id[pk]
@@ -517,7 +557,9 @@ def board_intervals_attach(rows: list[BoardRow]) -> None:
     missing = [r for r in rows if r.auroc_ci is None]
     if not missing:
         return
-    tasks = sorted(Task.objects.filter(category_id__in={r.category for r in missing}).values_list("slug", flat=True))
+    tasks = sorted(
+        Task.objects.filter(category_id__in={r.category for r in missing}).values_list("slug", flat=True)
+    )
     if not tasks:
         return
     found = dict(
@@ -563,7 +605,7 @@ def _matches(row: BoardRow, needle: str) -> bool:
     return any(needle in h.casefold() for h in haystack)
 
 
-def board_get(*, query: BoardQuery) -> Board:
+def board_get(*, query: BoardQuery, values: bool = False) -> Board:
     """The board of one category (or of every category when ``query.category`` is None).
 
     Queries: the specs, the category with its tasks, the rows, and the rows under the compared spec
@@ -583,7 +625,7 @@ def board_get(*, query: BoardQuery) -> Board:
         )
         if category is None:
             raise BoardQueryError(f"unknown category {query.category!r}", param="category")
-    rows = _rank(_board_rows(spec=spec, query=query), measured_only=query.measured_only)
+    rows = _rank(_board_rows(spec=spec, query=query, values=values), measured_only=query.measured_only)
     if compare is not None:
         others = _rank(_board_rows(spec=compare, query=query), measured_only=query.measured_only)
         by_slug = {r.probe: r for r in others}
@@ -618,7 +660,9 @@ class CategorySummary:
         return self.count == 0
 
 
-def board_overview(*, spec: str | None = None, top: int = 3) -> tuple[WeightsSpec, list[WeightsSpec], list[CategorySummary]]:
+def board_overview(
+    *, spec: str | None = None, top: int = 3
+) -> tuple[WeightsSpec, list[WeightsSpec], list[CategorySummary]]:
     """Every category with its number of public entries and its top entries (open slots: 0)."""
     specs = weights_spec_list()
     resolved = _resolve_spec(specs, spec, param="spec")
@@ -662,7 +706,9 @@ def category_list() -> list[Category]:
 
 
 def task_list(*, category: str | None = None) -> list[Task]:
-    qs = Task.objects.select_related("category").prefetch_related("splits").order_by("category__order", "slug")
+    qs = (
+        Task.objects.select_related("category").prefetch_related("splits").order_by("category__order", "slug")
+    )
     if category:
         qs = qs.filter(category_id=category)
     return list(qs)
@@ -723,11 +769,15 @@ def task_detail(*, slug: str) -> TaskDetail | None:
         rows = _rank(_board_rows(spec=spec, query=BoardQuery(), slugs=list(ran)), measured_only=False)
         for row in rows:
             auroc, ci = ran[row.probe]
-            probes.append(TaskProbe(row=row, auroc=float(auroc) if auroc is not None else None, auroc_ci=_parse_ci(ci)))
+            probes.append(
+                TaskProbe(row=row, auroc=float(auroc) if auroc is not None else None, auroc_ci=_parse_ci(ci))
+            )
         probes.sort(key=lambda p: (p.auroc is not None, p.auroc or 0.0), reverse=True)
     order = {name: i for i, name in enumerate(SPLIT_ORDER)}
     splits = sorted(task.splits.all(), key=lambda s: order.get(s.name, 99))
-    return TaskDetail(task=task, splits=splits, superseded=list(task.task_set.all()), spec=spec, probes=probes)
+    return TaskDetail(
+        task=task, splits=splits, superseded=list(task.task_set.all()), spec=spec, probes=probes
+    )
 
 
 @dataclass
@@ -741,7 +791,7 @@ def base_model_detail(*, slug: str) -> ModelDetail | None:
     model = BaseModel.objects.filter(slug=slug).first()
     if model is None:
         return None
-    board = board_get(query=BoardQuery(model=slug))
+    board = board_get(query=BoardQuery(model=slug), values=True)
     counts = Counter(row.category for row in board.rows)
     return ModelDetail(model=model, board=board, by_category=sorted(counts.items()))
 
@@ -833,10 +883,6 @@ class ProbeDetail:
         return any(d["flagged"] for d in self.declared)
 
 
-def public_versions(probe: Probe) -> list[ProbeVersion]:
-    return [v for v in probe.versions.all() if getattr(v, "submission", None) and v.submission.status == SCORED]
-
-
 def probe_detail(*, slug: str, spec: str | None = None, version: int | None = None) -> ProbeDetail | None:
     """A probe with a public version: its metadata, scores, per-task results, history and records.
     None when the probe does not exist or has no scored version. Raises BoardQueryError on an
@@ -870,7 +916,8 @@ def probe_detail(*, slug: str, spec: str | None = None, version: int | None = No
     per_task = (score.per_task if score else None) or {}
     task_names = dict(Task.objects.filter(slug__in=list(per_task)).values_list("slug", "name"))
     results = [
-        TaskResult(slug, task_names.get(slug, slug), task_result_normalize(per_task[slug])) for slug in sorted(per_task)
+        TaskResult(slug, task_names.get(slug, slug), task_result_normalize(per_task[slug]))
+        for slug in sorted(per_task)
     ]
     leakage = list(
         LeakageRecord.objects.filter(probe=probe, status=LeakageRecord.Status.CONFIRMED)
@@ -968,8 +1015,9 @@ def reevaluation_list() -> list[ReevaluationCycle]:
         for outcome in CycleResult.Outcome.values
     }
     cycles = list(
-        ReevaluationCycle.objects.annotate(n_results=Count("results", filter=public), **{f"n_{k}": v for k, v in counts.items()})
-        .order_by("-quarter")
+        ReevaluationCycle.objects.annotate(
+            n_results=Count("results", filter=public), **{f"n_{k}": v for k, v in counts.items()}
+        ).order_by("-quarter")
     )
     for cycle in cycles:
         cycle.outcome_counts = {k: getattr(cycle, f"n_{k}") for k in CycleResult.Outcome.values}
@@ -984,9 +1032,28 @@ def reevaluation_detail(*, quarter: str) -> tuple[ReevaluationCycle, list[CycleR
         _public_results()
         .filter(cycle=cycle)
         .select_related("probe_version__probe__category", "probe_version__probe__base_model")
-        .order_by("probe_version__probe__category__order", "probe_version__probe__slug", "probe_version__number")
+        .order_by(
+            "probe_version__probe__category__order", "probe_version__probe__slug", "probe_version__number"
+        )
     )
     return cycle, results
+
+
+def reference_update_list() -> list[ReferenceUpdate]:
+    """Completed eval-awareness reference updates, newest first, with their public diff."""
+    return list(
+        ReferenceUpdate.objects.filter(status=ReferenceUpdate.Status.COMPLETED)
+        .select_related("base_model", "old_version", "new_version__probe")
+        .order_by("-finished_at", "-pk")
+    )
+
+
+def reference_update_get(*, pk: int) -> ReferenceUpdate | None:
+    return (
+        ReferenceUpdate.objects.filter(pk=pk, status=ReferenceUpdate.Status.COMPLETED)
+        .select_related("base_model", "old_version", "new_version__probe")
+        .first()
+    )
 
 
 # --------------------------------------------------------------------------- leakage and queue

@@ -18,6 +18,7 @@ urlpatterns = [
     path("models/<slug:slug>/", views.model, name="model"),
     path("methodology/", views.methodology, name="methodology"),
     path("reevaluations/", views.reevaluation_list, name="reevaluations"),
+    path("reevaluations/reference-updates/<int:pk>/", views.reference_update, name="reference_update"),
     path("reevaluations/<str:quarter>/", views.reevaluation, name="reevaluation"),
     path("leakage/", views.leakage, name="leakage"),
     path("queue/", views.queue, name="queue"),

@@ -59,7 +59,8 @@ def _sort_headers(board: selectors.Board, params) -> list[dict]:
     if q.measured_only:
         columns[0] |= {"key": "measured", "label": "Measured-only score", "short": "Measured"}
     columns += [
-        {"key": c["name"], "label": c["label"], "short": c["short"], "weight": c["weight"]} for c in board.components
+        {"key": c["name"], "label": c["label"], "short": c["short"], "weight": c["weight"]}
+        for c in board.components
     ]
     headers = []
     for col in columns:
@@ -162,10 +163,18 @@ def probe(request, slug):
         "reliability": plots.reliability_svg(reliability) if reliability else None,
         "history": plots.history_svg(history) if history else None,
     }
-    components = [
-        {"name": name, "label": selectors.COMPONENT_LABELS[name], "c": (detail.score.components or {}).get(name)}
-        for name in selectors.COMPONENTS
-    ] if detail.score else []
+    components = (
+        [
+            {
+                "name": name,
+                "label": selectors.COMPONENT_LABELS[name],
+                "c": (detail.score.components or {}).get(name),
+            }
+            for name in selectors.COMPONENTS
+        ]
+        if detail.score
+        else []
+    )
     return render(
         request,
         "leaderboard/probe.html",
@@ -203,7 +212,9 @@ artifact = require_safe(artifact)
 @public_page
 def task_list(request):
     return render(
-        request, "leaderboard/task_list.html", {"tasks": selectors.task_list(), "tabs": selectors.category_tabs()}
+        request,
+        "leaderboard/task_list.html",
+        {"tasks": selectors.task_list(), "tabs": selectors.category_tabs()},
     )
 
 
@@ -238,7 +249,19 @@ def methodology(request):
 
 @public_page
 def reevaluation_list(request):
-    return render(request, "leaderboard/reevaluation_list.html", {"cycles": selectors.reevaluation_list()})
+    return render(
+        request,
+        "leaderboard/reevaluation_list.html",
+        {"cycles": selectors.reevaluation_list(), "updates": selectors.reference_update_list()},
+    )
+
+
+@public_page
+def reference_update(request, pk):
+    update = selectors.reference_update_get(pk=pk)
+    if update is None:
+        raise Http404("no such reference update")
+    return render(request, "leaderboard/reference_update.html", {"update": update})
 
 
 @public_page

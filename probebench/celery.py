@@ -11,6 +11,8 @@ from celery import Celery
 from kombu import Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "probebench.settings")
+# GNU OpenMP threads spin while they wait; on a small shared machine that slows a worker badly.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 app = Celery("probebench")
 app.config_from_object("django.conf:settings", namespace="CELERY")

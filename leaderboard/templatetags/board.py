@@ -30,6 +30,14 @@ def num(value, digits=3):
 
 
 @register.filter
+def g(value):
+    """A number in its shortest form: 5.0 → 5, 0.3 → 0.3."""
+    if value is None:
+        return "—"
+    return f"{float(value):g}"
+
+
+@register.filter
 def pct(value, digits=0):
     if value is None:
         return "—"
@@ -43,6 +51,14 @@ def signed(value):
         return ""
     value = int(value)
     return f"+{value}" if value > 0 else (f"−{-value}" if value < 0 else "±0")
+
+
+@register.filter
+def sub(value, other):
+    try:
+        return float(value) - float(other)
+    except (TypeError, ValueError):
+        return None
 
 
 @register.filter
@@ -110,7 +126,9 @@ def render_markdown(text: str) -> str:
         if table:
             head, *body = table
             body = [r for r in body if not all(re.fullmatch(r":?-{2,}:?", c.strip()) for c in r)]
-            html = '<table class="card-table"><thead><tr>' + "".join(f'<th scope="col">{_inline(c)}</th>' for c in head)
+            html = '<table class="card-table"><thead><tr>' + "".join(
+                f'<th scope="col">{_inline(c)}</th>' for c in head
+            )
             html += "</tr></thead><tbody>"
             html += "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in body)
             out.append(html + "</tbody></table>")
@@ -172,9 +190,13 @@ def _e(value) -> str:
 def _badges_html(row) -> str:
     out = []
     if row.is_reference:
-        out.append('<li class="badge ref" title="A reference probe shipped by the maintainers">reference</li>')
+        out.append(
+            '<li class="badge ref" title="A reference probe shipped by the maintainers">reference</li>'
+        )
     if row.reproduced:
-        out.append('<li class="badge ok" title="Our worker reran the recipe and matched the artifact">reproduced</li>')
+        out.append(
+            '<li class="badge ok" title="Our worker reran the recipe and matched the artifact">reproduced</li>'
+        )
     if row.stable:
         out.append(
             f'<li class="badge ok" title="Held in {row.stability_quarters} consecutive quarterly re-evaluations">'
@@ -183,7 +205,9 @@ def _badges_html(row) -> str:
     if row.deprecated:
         out.append(f'<li class="badge bad" title="{_e(row.deprecated_reason)}">deprecated</li>')
     if row.leakage:
-        out.append('<li class="badge bad" title="A confirmed leakage record is attached to this probe">leakage detected</li>')
+        out.append(
+            '<li class="badge bad" title="A confirmed leakage record is attached to this probe">leakage detected</li>'
+        )
     if row.declared_mismatch:
         gaps = "; ".join(
             f"{m}: declared {num(g.get('declared'))}, measured {num(g.get('measured'))}"

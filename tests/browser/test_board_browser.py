@@ -34,9 +34,18 @@ pytestmark = [
 def board(registry):
     ensure_models()
     tasks = ensure_tasks("hallucination", 2)
-    public_probe(slug="strong", name="Strong Probe", auroc=0.93, auroc_ea=0.9, auroc_ds=0.85, rho_ce=0.7,
-                 tasks=tasks, reproduced=True, authors=["Ada Lovelace"],
-                 recipe={"method": "logistic_regression", "task": tasks[0].slug, "layer": 15, "seed": 0})
+    public_probe(
+        slug="strong",
+        name="Strong Probe",
+        auroc=0.93,
+        auroc_ea=0.9,
+        auroc_ds=0.85,
+        rho_ce=0.7,
+        tasks=tasks,
+        reproduced=True,
+        authors=["Ada Lovelace"],
+        recipe={"method": "logistic_regression", "task": tasks[0].slug, "layer": 15, "seed": 0},
+    )
     public_probe(slug="middle", name="Middle Probe", auroc=0.85, tasks=tasks, license="MIT")
     public_probe(slug="fast", name="Fast Probe", auroc=0.72, latency_ms=1.0, tasks=tasks, base_model=MODEL_B)
 

@@ -31,21 +31,65 @@ TASK = "capitals-v1"
 
 #: (country, capital): real facts; false statements pair a country with another one's capital.
 CAPITALS: list[tuple[str, str]] = [
-    ("France", "Paris"), ("Germany", "Berlin"), ("Italy", "Rome"), ("Spain", "Madrid"),
-    ("Portugal", "Lisbon"), ("Japan", "Tokyo"), ("China", "Beijing"), ("Russia", "Moscow"),
-    ("Egypt", "Cairo"), ("Greece", "Athens"), ("Austria", "Vienna"), ("Poland", "Warsaw"),
-    ("Norway", "Oslo"), ("Sweden", "Stockholm"), ("Finland", "Helsinki"), ("Denmark", "Copenhagen"),
-    ("Ireland", "Dublin"), ("Hungary", "Budapest"), ("Thailand", "Bangkok"), ("Kenya", "Nairobi"),
-    ("Peru", "Lima"), ("Argentina", "Buenos Aires"), ("Mexico", "Mexico City"), ("Cuba", "Havana"),
-    ("South Korea", "Seoul"), ("Iran", "Tehran"), ("Iraq", "Baghdad"), ("Belgium", "Brussels"),
-    ("the Netherlands", "Amsterdam"), ("the Czech Republic", "Prague"), ("Romania", "Bucharest"),
-    ("Ukraine", "Kyiv"), ("Indonesia", "Jakarta"), ("the Philippines", "Manila"), ("Vietnam", "Hanoi"),
-    ("Chile", "Santiago"), ("Colombia", "Bogota"), ("Venezuela", "Caracas"), ("England", "London"),
-    ("Scotland", "Edinburgh"), ("Turkey", "Ankara"), ("Canada", "Ottawa"), ("Australia", "Canberra"),
-    ("India", "New Delhi"), ("Pakistan", "Islamabad"), ("Nigeria", "Abuja"), ("Ethiopia", "Addis Ababa"),
-    ("Morocco", "Rabat"), ("Saudi Arabia", "Riyadh"), ("Syria", "Damascus"), ("Lebanon", "Beirut"),
-    ("Iceland", "Reykjavik"), ("Switzerland", "Bern"), ("Bulgaria", "Sofia"), ("Serbia", "Belgrade"),
-    ("Croatia", "Zagreb"), ("Afghanistan", "Kabul"), ("Nepal", "Kathmandu"), ("Bangladesh", "Dhaka"),
+    ("France", "Paris"),
+    ("Germany", "Berlin"),
+    ("Italy", "Rome"),
+    ("Spain", "Madrid"),
+    ("Portugal", "Lisbon"),
+    ("Japan", "Tokyo"),
+    ("China", "Beijing"),
+    ("Russia", "Moscow"),
+    ("Egypt", "Cairo"),
+    ("Greece", "Athens"),
+    ("Austria", "Vienna"),
+    ("Poland", "Warsaw"),
+    ("Norway", "Oslo"),
+    ("Sweden", "Stockholm"),
+    ("Finland", "Helsinki"),
+    ("Denmark", "Copenhagen"),
+    ("Ireland", "Dublin"),
+    ("Hungary", "Budapest"),
+    ("Thailand", "Bangkok"),
+    ("Kenya", "Nairobi"),
+    ("Peru", "Lima"),
+    ("Argentina", "Buenos Aires"),
+    ("Mexico", "Mexico City"),
+    ("Cuba", "Havana"),
+    ("South Korea", "Seoul"),
+    ("Iran", "Tehran"),
+    ("Iraq", "Baghdad"),
+    ("Belgium", "Brussels"),
+    ("the Netherlands", "Amsterdam"),
+    ("the Czech Republic", "Prague"),
+    ("Romania", "Bucharest"),
+    ("Ukraine", "Kyiv"),
+    ("Indonesia", "Jakarta"),
+    ("the Philippines", "Manila"),
+    ("Vietnam", "Hanoi"),
+    ("Chile", "Santiago"),
+    ("Colombia", "Bogota"),
+    ("Venezuela", "Caracas"),
+    ("England", "London"),
+    ("Scotland", "Edinburgh"),
+    ("Turkey", "Ankara"),
+    ("Canada", "Ottawa"),
+    ("Australia", "Canberra"),
+    ("India", "New Delhi"),
+    ("Pakistan", "Islamabad"),
+    ("Nigeria", "Abuja"),
+    ("Ethiopia", "Addis Ababa"),
+    ("Morocco", "Rabat"),
+    ("Saudi Arabia", "Riyadh"),
+    ("Syria", "Damascus"),
+    ("Lebanon", "Beirut"),
+    ("Iceland", "Reykjavik"),
+    ("Switzerland", "Bern"),
+    ("Bulgaria", "Sofia"),
+    ("Serbia", "Belgrade"),
+    ("Croatia", "Zagreb"),
+    ("Afghanistan", "Kabul"),
+    ("Nepal", "Kathmandu"),
+    ("Bangladesh", "Dhaka"),
     ("Malaysia", "Kuala Lumpur"),
 ]
 
@@ -59,10 +103,15 @@ def capital_rows(task_id: str, countries: list[tuple[str, str]], offset: int, ph
             wrong = CAPITALS[(offset + k + 18) % len(CAPITALS)][1]
         for label, city in ((1, capital), (0, wrong)):
             n = len(rows)
-            rows.append({
-                "id": f"{task_id}-{offset + n:04d}", "group": f"c{offset + k:03d}", "label": label,
-                "text": phrasing.format(country=country, city=city), "meta": {"country": country},
-            })
+            rows.append(
+                {
+                    "id": f"{task_id}-{offset + n:04d}",
+                    "group": f"c{offset + k:03d}",
+                    "label": label,
+                    "text": phrasing.format(country=country, city=city),
+                    "meta": {"country": country},
+                }
+            )
     return rows
 
 
@@ -72,11 +121,16 @@ def write_split(root: Path, task_id: str, split: str, rows: list[dict]) -> dict:
     path.parent.mkdir(parents=True, exist_ok=True)
     data = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows).encode()
     path.write_bytes(data)
-    return {"path": str(path.relative_to(root)), "rows": len(rows), "sha256": hashlib.sha256(data).hexdigest()}
+    return {
+        "path": str(path.relative_to(root)),
+        "rows": len(rows),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
 
 
-def capitals_task(root: Path, task_id: str = TASK, *, single: str = "{text}",
-                  n_train: int = 32, n_test: int = 14) -> dict:
+def capitals_task(
+    root: Path, task_id: str = TASK, *, single: str = "{text}", n_train: int = 32, n_test: int = 14
+) -> dict:
     """A hallucination-category task of true/false capital statements (train/test/distshift/holdout)."""
     train_c = CAPITALS[:n_train]
     test_c = CAPITALS[n_train : n_train + n_test]
@@ -85,17 +139,28 @@ def capitals_task(root: Path, task_id: str = TASK, *, single: str = "{text}",
     splits = {
         "train": write_split(root, task_id, "train", capital_rows(task_id, train_c, 0, plain)),
         "test": write_split(root, task_id, "test", capital_rows(task_id, test_c, 1000, plain)),
-        "distshift": write_split(root, task_id, "distshift",
-                                 capital_rows(task_id, test_c, 2000, "Fact check: {city} is the capital city of {country}.")),
-        "holdout_pool": write_split(root, task_id, "holdout_pool", capital_rows(task_id, pool_c, 3000, plain)),
+        "distshift": write_split(
+            root,
+            task_id,
+            "distshift",
+            capital_rows(task_id, test_c, 2000, "Fact check: {city} is the capital city of {country}."),
+        ),
+        "holdout_pool": write_split(
+            root, task_id, "holdout_pool", capital_rows(task_id, pool_c, 3000, plain)
+        ),
     }
     return {
-        "id": task_id, "category": "hallucination", "family": "capitals", "name": "Capitals (test fixture)",
-        "positive": "the statement is true", "negative": "the statement is false",
+        "id": task_id,
+        "category": "hallucination",
+        "family": "capitals",
+        "name": "Capitals (test fixture)",
+        "positive": "the statement is true",
+        "negative": "the statement is false",
         "source": {"package": "tests", "version": "0", "license": "MIT"},
-        "templates": {"single": single,
-                      "contrast_pair": ["{text} This is true.", "{text} This is false."]},
-        "splits": splits, "status": "active", "minted": "2026-01-01",
+        "templates": {"single": single, "contrast_pair": ["{text} This is true.", "{text} This is false."]},
+        "splits": splits,
+        "status": "active",
+        "minted": "2026-01-01",
     }
 
 

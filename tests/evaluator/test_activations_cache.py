@@ -17,8 +17,9 @@ from tests.evaluator.conftest import TASK, build_registry, capitals_task, fresh_
 
 
 def _acts(lm, registry, cache, layer=6, split="test", position="last_token", input_kind="single"):
-    return split_activations(lm, registry, TASK, split, layers=[layer], position=position, input_kind=input_kind,
-                             cache=cache)[layer]
+    return split_activations(
+        lm, registry, TASK, split, layers=[layer], position=position, input_kind=input_kind, cache=cache
+    )[layer]
 
 
 @pytest.fixture

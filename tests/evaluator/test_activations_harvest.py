@@ -39,8 +39,13 @@ def test_batched_equals_one_by_one(smollm, batched):
 
 
 def test_tiny_batches_give_the_same_vectors_as_one_big_batch(smollm, batched):
-    small = harvest(smollm, PROMPTS, layers=LAYERS, positions=["last_token", "mean"],
-                    config=HarvestConfig(batch_size=2, max_batch_tokens=64))
+    small = harvest(
+        smollm,
+        PROMPTS,
+        layers=LAYERS,
+        positions=["last_token", "mean"],
+        config=HarvestConfig(batch_size=2, max_batch_tokens=64),
+    )
     for key, matrix in batched.items():
         assert _close(small[key], matrix), key
 
@@ -87,7 +92,9 @@ def test_layer_zero_is_the_embedding_output(smollm, batched):
 
 def test_blocks_after_the_deepest_layer_never_run(smollm):
     ran = []
-    handles = [b.register_forward_pre_hook(lambda m, a, i=i: ran.append(i)) for i, b in enumerate(smollm.blocks)]
+    handles = [
+        b.register_forward_pre_hook(lambda m, a, i=i: ran.append(i)) for i, b in enumerate(smollm.blocks)
+    ]
     try:
         enc = smollm.tokenizer(["The capital of France is Paris."], return_tensors="pt")
         forward_until(smollm, dict(enc), [3, 7])
@@ -121,5 +128,7 @@ def test_encoder_mean_pooling_skips_cls_and_sep(minilm):
 
 def test_progress_is_reported_from_zero_to_one(smollm):
     seen = []
-    harvest(smollm, PROMPTS, layers=[2], config=HarvestConfig(batch_size=2), progress=lambda f, s: seen.append(f))
+    harvest(
+        smollm, PROMPTS, layers=[2], config=HarvestConfig(batch_size=2), progress=lambda f, s: seen.append(f)
+    )
     assert seen[0] == 0.0 and seen[-1] == 1.0 and seen == sorted(seen)

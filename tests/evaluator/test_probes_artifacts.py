@@ -26,9 +26,16 @@ D = 576  # SmolLM2's d_model
 
 def metadata(**overrides) -> dict:
     meta = {
-        "name": "capitals probe", "category": "hallucination", "base_model": SMOLLM, "layer": 15,
-        "position": "last_token", "input": "single", "output": "logit", "license": "Apache-2.0",
-        "authors": ["Ada"], "training_data": {"tasks": [TASK], "external": ""},
+        "name": "capitals probe",
+        "category": "hallucination",
+        "base_model": SMOLLM,
+        "layer": 15,
+        "position": "last_token",
+        "input": "single",
+        "output": "logit",
+        "license": "Apache-2.0",
+        "authors": ["Ada"],
+        "training_data": {"tasks": [TASK], "external": ""},
         "recipe": {"method": "logistic_regression", "task": TASK, "layer": 15, "seed": 0},
     }
     meta.update(overrides)
@@ -86,8 +93,12 @@ def test_trailing_bytes_are_rejected(tmp_path, tiny_registry):
 
 
 def test_a_wrong_shape_names_the_tensor_and_the_expected_shape(tmp_path, tiny_registry):
-    rejects(tmp_path, tiny_registry, r"tensor 'weight' has shape \[100\]; expected \[576\] or \[k, 576\]",
-            tensors=linear(100))
+    rejects(
+        tmp_path,
+        tiny_registry,
+        r"tensor 'weight' has shape \[100\]; expected \[576\] or \[k, 576\]",
+        tensors=linear(100),
+    )
 
 
 def test_a_bias_of_the_wrong_shape_is_rejected(tmp_path, tiny_registry):
@@ -103,8 +114,12 @@ def test_nan_values_are_rejected(tmp_path, tiny_registry):
 
 def test_an_unknown_tensor_name_lists_the_accepted_names(tmp_path, tiny_registry):
     tensors = linear() | {"classifier.weight": np.zeros(D, dtype=np.float32)}
-    rejects(tmp_path, tiny_registry, r"unknown tensor name\(s\) 'classifier.weight'; accepted: linear probe weight",
-            tensors=tensors)
+    rejects(
+        tmp_path,
+        tiny_registry,
+        r"unknown tensor name\(s\) 'classifier.weight'; accepted: linear probe weight",
+        tensors=tensors,
+    )
 
 
 def test_an_oversize_artifact_is_rejected_before_it_is_read(tmp_path, tiny_registry):
@@ -116,8 +131,12 @@ def test_an_oversize_artifact_is_rejected_before_it_is_read(tmp_path, tiny_regis
 
 
 def test_a_layer_out_of_range_is_rejected(tmp_path, tiny_registry):
-    rejects(tmp_path, tiny_registry, r"layer 31 is out of range for smollm2-135m-instruct: 0\.\.30",
-            meta=metadata(layer=31, recipe=None))
+    rejects(
+        tmp_path,
+        tiny_registry,
+        r"layer 31 is out of range for smollm2-135m-instruct: 0\.\.30",
+        meta=metadata(layer=31, recipe=None),
+    )
     with pytest.raises(ArtifactError, match="layer -1 is out of range"):
         probe_from_bytes(save(linear()), d_model=D, n_layers=30, layer=-1)
 
@@ -182,8 +201,12 @@ def test_a_two_class_probe_scores_the_positive_minus_the_negative_logit(tiny_reg
 
 def test_an_mlp_probe_applies_relu_between_its_layers(tiny_registry):
     rng = np.random.default_rng(4)
-    t = {"w1": rng.standard_normal((8, D)), "b1": rng.standard_normal(8), "w2": rng.standard_normal((1, 8)),
-         "b2": np.array([0.3])}
+    t = {
+        "w1": rng.standard_normal((8, D)),
+        "b1": rng.standard_normal(8),
+        "w2": rng.standard_normal((1, 8)),
+        "b2": np.array([0.3]),
+    }
     probe = probe_from_tensors(t, metadata(recipe=None), registry=tiny_registry)
     X = rng.standard_normal((3, D))
     expected = np.maximum(X @ t["w1"].T + t["b1"], 0) @ t["w2"][0] + 0.3
@@ -195,10 +218,16 @@ def test_the_torch_forward_matches_the_numpy_score(tiny_registry):
     import torch
 
     rng = np.random.default_rng(5)
-    for tensors in (linear() | {"mean": rng.standard_normal(D), "scale": rng.uniform(1, 2, D)},
-                    {"weight": rng.standard_normal((3, D)), "bias": rng.standard_normal(3)},
-                    {"w1": rng.standard_normal((8, D)), "b1": rng.standard_normal(8), "w2": rng.standard_normal(8),
-                     "b2": np.array(0.1)}):
+    for tensors in (
+        linear() | {"mean": rng.standard_normal(D), "scale": rng.uniform(1, 2, D)},
+        {"weight": rng.standard_normal((3, D)), "bias": rng.standard_normal(3)},
+        {
+            "w1": rng.standard_normal((8, D)),
+            "b1": rng.standard_normal(8),
+            "w2": rng.standard_normal(8),
+            "b2": np.array(0.1),
+        },
+    ):
         probe = probe_from_tensors(tensors, metadata(recipe=None), registry=tiny_registry)
         x = rng.standard_normal((1, D))
         got = probe.torch_forward("cpu")(torch.tensor(x, dtype=torch.float32))
@@ -210,8 +239,10 @@ def test_half_precision_artifacts_are_read_exactly(tmp_path):
     from safetensors.torch import save_file as torch_save_file
 
     w = torch.randn(D)
-    torch_save_file({"weight": w.to(torch.bfloat16), "bias": torch.tensor(0.25, dtype=torch.float16)},
-                    str(tmp_path / "p.safetensors"))
+    torch_save_file(
+        {"weight": w.to(torch.bfloat16), "bias": torch.tensor(0.25, dtype=torch.float16)},
+        str(tmp_path / "p.safetensors"),
+    )
     tensors = read_safetensors((tmp_path / "p.safetensors").read_bytes())
     np.testing.assert_array_equal(tensors["weight"], w.to(torch.bfloat16).float().numpy())
     assert tensors["bias"] == 0.25

@@ -19,10 +19,12 @@ LAYER = 15
 @pytest.fixture(scope="module")
 def acts(smollm, tiny_registry, cache_dir):
     cache = ActivationCache(cache_dir)
-    train = split_activations(smollm, tiny_registry, TASK, "train", layers=[LAYER], position="last_token",
-                              cache=cache)[LAYER]
-    test = split_activations(smollm, tiny_registry, TASK, "test", layers=[LAYER], position="last_token",
-                             cache=cache)[LAYER]
+    train = split_activations(
+        smollm, tiny_registry, TASK, "train", layers=[LAYER], position="last_token", cache=cache
+    )[LAYER]
+    test = split_activations(
+        smollm, tiny_registry, TASK, "test", layers=[LAYER], position="last_token", cache=cache
+    )[LAYER]
     return train, test
 
 
@@ -31,8 +33,16 @@ def recipe(method: str, **hyper) -> Recipe:
 
 
 def _probe(tensors, tiny_registry, input_kind="single"):
-    meta = {"name": "t", "category": "hallucination", "base_model": SMOLLM, "layer": LAYER,
-            "position": "last_token", "input": input_kind, "output": "logit", "license": "MIT"}
+    meta = {
+        "name": "t",
+        "category": "hallucination",
+        "base_model": SMOLLM,
+        "layer": LAYER,
+        "position": "last_token",
+        "input": input_kind,
+        "output": "logit",
+        "license": "MIT",
+    }
     return probe_from_tensors(tensors, meta, registry=tiny_registry)
 
 
@@ -58,11 +68,19 @@ def test_every_recipe_separates_held_out_statements_above_chance(acts, method, t
 
 @pytest.mark.model
 def test_a_logistic_probe_on_smollm2_separates_held_out_capitals_well(smollm, tiny_registry, cache_dir):
-    trained = train_recipe(recipe("logistic_regression"), smollm, registry=tiny_registry,
-                           cache=ActivationCache(cache_dir))
+    trained = train_recipe(
+        recipe("logistic_regression"), smollm, registry=tiny_registry, cache=ActivationCache(cache_dir)
+    )
     probe = _probe(trained.tensors, tiny_registry)
-    _, test = split_activations(smollm, tiny_registry, TASK, "test", layers=[LAYER], position="last_token",
-                                cache=ActivationCache(cache_dir)).popitem()
+    _, test = split_activations(
+        smollm,
+        tiny_registry,
+        TASK,
+        "test",
+        layers=[LAYER],
+        position="last_token",
+        cache=ActivationCache(cache_dir),
+    ).popitem()
     # held-out countries (grouped split); DATA.md measured 0.97 with grouped CV on this layer
     assert auroc(probe.score(test.X), test.labels) >= 0.9
 
@@ -91,13 +109,17 @@ def test_an_unknown_method_suggests_the_closest_one():
 
 def test_an_unknown_hyperparameter_is_rejected_with_the_accepted_ones():
     with pytest.raises(ArtifactError, match="unknown hyperparameter.*gamma.*accepted: C, standardize"):
-        Recipe.from_dict({"method": "logistic_regression", "task": TASK, "layer": 3, "hyperparameters": {"gamma": 1}})
+        Recipe.from_dict(
+            {"method": "logistic_regression", "task": TASK, "layer": 3, "hyperparameters": {"gamma": 1}}
+        )
 
 
 def test_a_recipe_for_a_template_the_task_lacks_is_rejected(tiny_registry):
     with pytest.raises(ArtifactError, match="template"):
-        Recipe.from_dict({"method": "lda", "task": TASK, "layer": 3, "input": "single", "template": "contrast_pair"},
-                         registry=tiny_registry)
+        Recipe.from_dict(
+            {"method": "lda", "task": TASK, "layer": 3, "input": "single", "template": "contrast_pair"},
+            registry=tiny_registry,
+        )
 
 
 def test_single_class_training_data_is_an_error():

@@ -25,7 +25,9 @@ def board_owner():
     """One owner for every board probe (hashing a password per probe would dominate the tests)."""
     from django.contrib.auth import get_user_model
 
-    return get_user_model().objects.filter(username="board-owner").first() or UserFactory(username="board-owner")
+    return get_user_model().objects.filter(username="board-owner").first() or UserFactory(
+        username="board-owner"
+    )
 
 
 def ensure_models() -> tuple[m.BaseModel, m.BaseModel]:
@@ -58,13 +60,21 @@ def reliability_bins(shift: float = 0.05) -> list[dict]:
         lo, hi = b / 10, (b + 1) / 10
         mean_prob = (lo + hi) / 2
         bins.append(
-            {"bin": b, "lo": lo, "hi": hi, "n": 30, "mean_prob": mean_prob,
-             "positive_rate": min(max(mean_prob - shift, 0.0), 1.0)}
+            {
+                "bin": b,
+                "lo": lo,
+                "hi": hi,
+                "n": 30,
+                "mean_prob": mean_prob,
+                "positive_rate": min(max(mean_prob - shift, 0.0), 1.0),
+            }
         )
     return bins
 
 
-def task_result(auroc: float, *, half_width: float = 0.03, ea_imputed: bool = False, ds_imputed: bool = False) -> dict:
+def task_result(
+    auroc: float, *, half_width: float = 0.03, ea_imputed: bool = False, ds_imputed: bool = False
+) -> dict:
     return {
         "auroc": auroc,
         "auroc_ci": [round(auroc - half_width, 6), round(min(auroc + half_width, 1.0), 6)],
@@ -108,7 +118,10 @@ def public_probe(
     """A probe version with a submission in ``status`` and a Score under ``spec``."""
     if probe is None:
         probe = ProbeFactory(
-            slug=slug, name=name or slug.replace("-", " ").title(), category_id=category, base_model_id=base_model,
+            slug=slug,
+            name=name or slug.replace("-", " ").title(),
+            category_id=category,
+            base_model_id=base_model,
             owner=board_owner(),
         )
     version = ProbeVersionFactory(
@@ -116,8 +129,16 @@ def public_probe(
     )
     SubmissionFactory(probe_version=version, status=status)
     score_for(
-        version, spec=spec, auroc=auroc, ece=ece, latency_ms=latency_ms, auroc_ea=auroc_ea, auroc_ds=auroc_ds,
-        rho_ce=rho_ce, tasks=tasks, extra_measurements=extra_measurements,
+        version,
+        spec=spec,
+        auroc=auroc,
+        ece=ece,
+        latency_ms=latency_ms,
+        auroc_ea=auroc_ea,
+        auroc_ds=auroc_ds,
+        rho_ce=rho_ce,
+        tasks=tasks,
+        extra_measurements=extra_measurements,
     )
     return version
 
@@ -142,7 +163,8 @@ def score_for(
         if value is not None:
             measured[key] = value
     per_task = {
-        t.slug: task_result(auroc, ea_imputed=auroc_ea is None, ds_imputed=auroc_ds is None) for t in (tasks or [])
+        t.slug: task_result(auroc, ea_imputed=auroc_ea is None, ds_imputed=auroc_ds is None)
+        for t in (tasks or [])
     }
     extra = {"brier": 0.18, "latency_device": "cpu", "model_forward_ms": 12.5} | (extra_measurements or {})
     return ScoreFactory(
@@ -158,10 +180,24 @@ def add_spec(version: str = "v0.0.2", **weights) -> m.WeightsSpec:
     """A second weights spec: by default AUROC-heavy, with latency and license lighter."""
     base = m.WeightsSpec.objects.get(version="v0.0.1")
     new = dict(base.weights)
-    new.update(weights or {"auroc": 0.30, "auroc_ea": 0.25, "auroc_ds": 0.15, "calibration": 0.10,
-                           "rho_ce": 0.10, "latency": 0.05, "license": 0.05})
+    new.update(
+        weights
+        or {
+            "auroc": 0.30,
+            "auroc_ea": 0.25,
+            "auroc_ds": 0.15,
+            "calibration": 0.10,
+            "rho_ce": 0.10,
+            "latency": 0.05,
+            "license": 0.05,
+        }
+    )
     assert math.isclose(sum(new.values()), 1.0)
     return m.WeightsSpec.objects.create(
-        version=version, released="2026-12-01", description="test spec", weights=new,
-        imputation=dict(base.imputation), sha256="0" * 64,
+        version=version,
+        released="2026-12-01",
+        description="test spec",
+        weights=new,
+        imputation=dict(base.imputation),
+        sha256="0" * 64,
     )

@@ -23,11 +23,26 @@ URL = "/api/v1/leaderboard"
 def board(registry):
     ensure_models()
     tasks = ensure_tasks("hallucination", 2)
-    strong = public_probe(slug="strong", name="Strong Probe", auroc=0.93, auroc_ea=0.9, auroc_ds=0.85, rho_ce=0.7,
-                          tasks=tasks, reproduced=True)
+    strong = public_probe(
+        slug="strong",
+        name="Strong Probe",
+        auroc=0.93,
+        auroc_ea=0.9,
+        auroc_ds=0.85,
+        rho_ce=0.7,
+        tasks=tasks,
+        reproduced=True,
+    )
     middle = public_probe(slug="middle", name="Middle Probe", auroc=0.85, tasks=tasks, license="MIT")
-    weak = public_probe(slug="weak", name="Weak Probe", auroc=0.70, latency_ms=1.0, tasks=tasks,
-                        base_model=MODEL_B, authors=["Grace Hopper"])
+    weak = public_probe(
+        slug="weak",
+        name="Weak Probe",
+        auroc=0.70,
+        latency_ms=1.0,
+        tasks=tasks,
+        base_model=MODEL_B,
+        authors=["Grace Hopper"],
+    )
     public_probe(slug="ea", name="EA Probe", category="eval_awareness")
     public_probe(slug="rejected", name="Rejected Probe", status="rejected")
     return {"strong": strong, "middle": middle, "weak": weak, "tasks": tasks}
@@ -74,7 +89,9 @@ def test_rejected_and_other_categories_are_not_listed(client, board):
 
 def test_filters_and_sort(client, board):
     assert [r["probe"] for r in rows(client, category="hallucination", model=MODEL_B)["results"]] == ["weak"]
-    assert [r["probe"] for r in rows(client, category="hallucination", license="MIT")["results"]] == ["middle"]
+    assert [r["probe"] for r in rows(client, category="hallucination", license="MIT")["results"]] == [
+        "middle"
+    ]
     assert [r["probe"] for r in rows(client, q="hopper")["results"]] == ["weak"]
     by_latency = rows(client, category="hallucination", sort="latency")["results"]
     assert by_latency[0]["probe"] == "weak"
@@ -91,14 +108,19 @@ def test_status_filter_and_deprecated_entries(client, board):
     middle = data["results"][-1]
     assert middle["rank"] is None and middle["badges"]["deprecated"] is True
     assert middle["badges"]["deprecated_reason"] == "dropped 11 points"
-    assert [r["probe"] for r in rows(client, category="hallucination", status="active")["results"]] == ["strong", "weak"]
+    assert [r["probe"] for r in rows(client, category="hallucination", status="active")["results"]] == [
+        "strong",
+        "weak",
+    ]
 
 
 def test_confirmed_leakage_and_declared_gaps_are_badges(client, board):
     LeakageRecordFactory(probe=board["weak"].probe, status="confirmed")
     v = board["middle"]
-    v.declared_gaps = {"auroc": {"declared": 0.95, "measured": 0.85, "gap": -0.1, "flagged": True},
-                       "ece": {"declared": 0.05, "measured": 0.05, "gap": 0.0, "flagged": False}}
+    v.declared_gaps = {
+        "auroc": {"declared": 0.95, "measured": 0.85, "gap": -0.1, "flagged": True},
+        "ece": {"declared": 0.05, "measured": 0.05, "gap": 0.0, "flagged": False},
+    }
     v.save()
     data = {r["probe"]: r for r in rows(client, category="hallucination")["results"]}
     assert data["weak"]["badges"]["leakage"] is True and data["strong"]["badges"]["leakage"] is False
@@ -113,12 +135,28 @@ def test_measured_only(client, board):
 
 
 def test_spec_and_compare(client, board):
-    add_spec("v0.0.2", auroc=0.10, auroc_ea=0.10, auroc_ds=0.10, calibration=0.10, rho_ce=0.10, latency=0.30,
-             license=0.20)
+    add_spec(
+        "v0.0.2",
+        auroc=0.10,
+        auroc_ea=0.10,
+        auroc_ds=0.10,
+        calibration=0.10,
+        rho_ce=0.10,
+        latency=0.30,
+        license=0.20,
+    )
     for key in ("strong", "middle", "weak"):
         m = board[key].scores.get().measurements
-        score_for(board[key], spec="v0.0.2", auroc=m["auroc"], latency_ms=m["latency_ms"], auroc_ea=m.get("auroc_ea"),
-                  auroc_ds=m.get("auroc_ds"), rho_ce=m.get("rho_ce"), tasks=board["tasks"])
+        score_for(
+            board[key],
+            spec="v0.0.2",
+            auroc=m["auroc"],
+            latency_ms=m["latency_ms"],
+            auroc_ea=m.get("auroc_ea"),
+            auroc_ds=m.get("auroc_ds"),
+            rho_ce=m.get("rho_ce"),
+            tasks=board["tasks"],
+        )
     latest = rows(client, category="hallucination")
     assert latest["spec"] == "v0.0.2" and latest["weights"]["latency"] == 0.30
     data = rows(client, category="hallucination", spec="v0.0.2", compare="v0.0.1")
@@ -147,7 +185,9 @@ def test_pagination(client, board):
 def test_cache_headers_and_etag(client, board):
     response = client.get(URL, {"category": "hallucination"})
     assert "public" in response["Cache-Control"] and "max-age" in response["Cache-Control"]
-    assert client.get(URL, {"category": "hallucination"}, HTTP_IF_NONE_MATCH=response["ETag"]).status_code == 304
+    assert (
+        client.get(URL, {"category": "hallucination"}, HTTP_IF_NONE_MATCH=response["ETag"]).status_code == 304
+    )
 
 
 def _queries(client, params) -> int:

@@ -14,15 +14,28 @@ from tests.leaderboard.board_data import board_owner, ensure_models, ensure_task
 def data(registry):
     ensure_models()
     tasks = ensure_tasks("hallucination", 2)
-    v = public_probe(slug="halu", name="Halu Probe", tasks=tasks, auroc=0.84,
-                     recipe={"method": "diff_of_means", "task": tasks[0].slug},
-                     extra_measurements={"transfer": {"board-model-b": 0.3}})
+    v = public_probe(
+        slug="halu",
+        name="Halu Probe",
+        tasks=tasks,
+        auroc=0.84,
+        recipe={"method": "diff_of_means", "task": tasks[0].slug},
+        extra_measurements={"transfer": {"board-model-b": 0.3}},
+    )
     hidden = public_probe(slug="hidden", name="Hidden", status="failed")
-    cycle = ReevaluationCycleFactory(quarter="2026Q4", triggered_by=board_owner(), diff={"dropped": ["halu"]},
-                                     holdouts={tasks[0].slug: {"rows": 100, "sha256": "cd" * 32, "ids": ["x-1"]}})
-    CycleResultFactory(cycle=cycle, probe_version=v, holdout_auroc=0.77, reference_auroc=0.84, outcome="dropped")
+    cycle = ReevaluationCycleFactory(
+        quarter="2026Q4",
+        triggered_by=board_owner(),
+        diff={"dropped": ["halu"]},
+        holdouts={tasks[0].slug: {"rows": 100, "sha256": "cd" * 32, "ids": ["x-1"]}},
+    )
+    CycleResultFactory(
+        cycle=cycle, probe_version=v, holdout_auroc=0.77, reference_auroc=0.84, outcome="dropped"
+    )
     CycleResultFactory(cycle=cycle, probe_version=hidden, outcome="held")
-    LeakageRecordFactory(probe=v.probe, status="confirmed", summary="trained on test", public_note="confirmed")
+    LeakageRecordFactory(
+        probe=v.probe, status="confirmed", summary="trained on test", public_note="confirmed"
+    )
     LeakageRecordFactory(probe=v.probe, status="open", summary="under review")
     return {"version": v, "tasks": tasks}
 
@@ -36,7 +49,9 @@ def get(client, name, *args, **params):
 
 def test_categories(client, data):
     body = get(client, "categories")
-    assert [c["slug"] for c in body] == list(m.Category.objects.order_by("order").values_list("slug", flat=True))
+    assert [c["slug"] for c in body] == list(
+        m.Category.objects.order_by("order").values_list("slug", flat=True)
+    )
     halu = next(c for c in body if c["slug"] == "hallucination")
     assert halu["n_probes"] == 1 and halu["n_tasks"] >= 2
     assert next(c for c in body if c["slug"] == "refusal")["n_probes"] == 0
@@ -124,14 +139,39 @@ def test_the_openapi_schema_documents_the_read_endpoints(client, registry):
     assert response.status_code == 200
     schema = yaml.safe_load(response.content)
     paths = schema["paths"]
-    for path in ("/api/v1/categories", "/api/v1/tasks", "/api/v1/models", "/api/v1/specs", "/api/v1/leaderboard",
-                 "/api/v1/leaderboard.csv", "/api/v1/leaderboard.json", "/api/v1/probes/{slug}",
-                 "/api/v1/reevaluations", "/api/v1/reevaluations/{quarter}", "/api/v1/leakage", "/api/v1/queue"):
+    for path in (
+        "/api/v1/categories",
+        "/api/v1/tasks",
+        "/api/v1/models",
+        "/api/v1/specs",
+        "/api/v1/leaderboard",
+        "/api/v1/leaderboard.csv",
+        "/api/v1/leaderboard.json",
+        "/api/v1/probes/{slug}",
+        "/api/v1/reevaluations",
+        "/api/v1/reevaluations/{quarter}",
+        "/api/v1/leakage",
+        "/api/v1/queue",
+        "/api/v1/reference-updates",
+    ):
         assert "get" in paths[path], path
     board = paths["/api/v1/leaderboard"]["get"]
-    assert {p["name"] for p in board["parameters"]} >= {"category", "spec", "model", "compare", "measured_only"}
+    assert {p["name"] for p in board["parameters"]} >= {
+        "category",
+        "spec",
+        "model",
+        "compare",
+        "measured_only",
+    }
     row = schema["components"]["schemas"]["LeaderboardRowOutput"]["properties"]
     assert row["components"]["$ref"].endswith("/ComponentsOutput")
     assert set(schema["components"]["schemas"]["ComponentsOutput"]["properties"]) == {
-        "auroc", "auroc_ea", "auroc_ds", "calibration", "rho_ce", "latency", "license"}
+        "auroc",
+        "auroc_ea",
+        "auroc_ds",
+        "calibration",
+        "rho_ce",
+        "latency",
+        "license",
+    }
     assert "text/csv" in paths["/api/v1/leaderboard.csv"]["get"]["responses"]["200"]["content"]

@@ -16,9 +16,16 @@ def board(registry):
     ensure_models()
     tasks = ensure_tasks("hallucination", 2)
     versions = [
-        public_probe(slug="alpha", name='Alpha, "quoted" probe', auroc=0.91, auroc_ea=0.88, tasks=tasks,
-                     authors=["Ada Lovelace", "Grace Hopper"], reproduced=True,
-                     declared_gaps={"auroc": {"declared": 0.99, "measured": 0.91, "gap": -0.08}}),
+        public_probe(
+            slug="alpha",
+            name='Alpha, "quoted" probe',
+            auroc=0.91,
+            auroc_ea=0.88,
+            tasks=tasks,
+            authors=["Ada Lovelace", "Grace Hopper"],
+            reproduced=True,
+            declared_gaps={"auroc": {"declared": 0.99, "measured": 0.91, "gap": -0.08}},
+        ),
         public_probe(slug="beta", name="Beta\nprobe", auroc=0.83, tasks=tasks, license="closed"),
         public_probe(slug="gamma", name="Gamma", auroc=0.75, tasks=tasks, license="MIT"),
     ]
@@ -48,7 +55,9 @@ def as_bool(text: str) -> bool | None:
     return {"true": True, "false": False, "": None}[text]
 
 
-@pytest.mark.parametrize("params", [{"category": "hallucination"}, {}, {"measured_only": "1", "sort": "auroc"}])
+@pytest.mark.parametrize(
+    "params", [{"category": "hallucination"}, {}, {"measured_only": "1", "sort": "auroc"}]
+)
 def test_csv_parses_and_matches_the_api(client, board, params):
     api = api_rows(client, **params)
     records = csv_rows(client, **params)
@@ -60,7 +69,9 @@ def test_csv_parses_and_matches_the_api(client, board, params):
         assert as_float(rec["total"]) == row["total"]
         assert as_float(rec["measured_total"]) == row["measured_total"]
         assert rec["authors"] == "; ".join(row["authors"])
-        assert [as_float(rec["auroc_ci_lo"]), as_float(rec["auroc_ci_hi"])] == (row["auroc_ci"] or [None, None])
+        assert [as_float(rec["auroc_ci_lo"]), as_float(rec["auroc_ci_hi"])] == (
+            row["auroc_ci"] or [None, None]
+        )
         for name in COMPONENTS:
             comp = row["components"][name]
             assert as_float(rec[f"{name}_value"]) == comp["value"]

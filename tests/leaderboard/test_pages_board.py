@@ -32,11 +32,26 @@ def board(registry):
     tasks = ensure_tasks("hallucination", 2)
     return {
         "tasks": tasks,
-        "strong": public_probe(slug="strong", name="Strong Probe", auroc=0.93, auroc_ea=0.9, auroc_ds=0.85,
-                               rho_ce=0.7, tasks=tasks, authors=["Ada Lovelace"]),
+        "strong": public_probe(
+            slug="strong",
+            name="Strong Probe",
+            auroc=0.93,
+            auroc_ea=0.9,
+            auroc_ds=0.85,
+            rho_ce=0.7,
+            tasks=tasks,
+            authors=["Ada Lovelace"],
+        ),
         "middle": public_probe(slug="middle", name="Middle Probe", auroc=0.85, tasks=tasks, license="MIT"),
-        "weak": public_probe(slug="weak", name="Weak Probe", auroc=0.70, latency_ms=1.0, tasks=tasks,
-                             base_model=MODEL_B, authors=["Grace Hopper"]),
+        "weak": public_probe(
+            slug="weak",
+            name="Weak Probe",
+            auroc=0.70,
+            latency_ms=1.0,
+            tasks=tasks,
+            base_model=MODEL_B,
+            authors=["Grace Hopper"],
+        ),
     }
 
 
@@ -48,7 +63,7 @@ def page(client, slug="hallucination", **params):
 
 def order(html: str, *names: str) -> list[str]:
     """The given probe names in the order they appear in the board table."""
-    table = html[html.index('<table class="board'):]
+    table = html[html.index('<table class="board') :]
     return sorted(names, key=lambda n: table.index(n) if n in table else 10**9)
 
 
@@ -79,7 +94,11 @@ def test_every_page_renders_with_no_probe_at_all(client, registry):
 
 def test_the_default_order_is_the_norm_2_ranking(client, board):
     html = page(client)
-    assert order(html, "Weak Probe", "Middle Probe", "Strong Probe") == ["Strong Probe", "Middle Probe", "Weak Probe"]
+    assert order(html, "Weak Probe", "Middle Probe", "Strong Probe") == [
+        "Strong Probe",
+        "Middle Probe",
+        "Weak Probe",
+    ]
 
 
 def test_license_never_decides_the_ranking_on_its_own(client, registry):
@@ -129,7 +148,11 @@ def test_every_component_is_a_sortable_column(client, board):
 
 def test_sorting_by_name(client, board):
     html = page(client, sort="name")
-    assert order(html, "Weak Probe", "Middle Probe", "Strong Probe") == ["Middle Probe", "Strong Probe", "Weak Probe"]
+    assert order(html, "Weak Probe", "Middle Probe", "Strong Probe") == [
+        "Middle Probe",
+        "Strong Probe",
+        "Weak Probe",
+    ]
 
 
 def test_filter_by_base_model_license_and_status(client, board):
@@ -159,10 +182,20 @@ def test_measured_only_ranks_by_measured_components(client, registry):
     ensure_models()
     # imputed components: a high imputed auroc_ea / auroc_ds helps the total but not the measured view
     # A: strong AUROC, poor measured calibration/latency/license, generous imputed components
-    a = public_probe(slug="measured-a", name="Probe A", auroc=0.95, ece=0.5, latency_ms=10_000, license="closed")
+    a = public_probe(
+        slug="measured-a", name="Probe A", auroc=0.95, ece=0.5, latency_ms=10_000, license="closed"
+    )
     # B: everything measured, middling
-    b = public_probe(slug="measured-b", name="Probe B", auroc=0.6, auroc_ea=0.55, auroc_ds=0.55, rho_ce=0.5,
-                     ece=0.1, latency_ms=100)
+    b = public_probe(
+        slug="measured-b",
+        name="Probe B",
+        auroc=0.6,
+        auroc_ea=0.55,
+        auroc_ds=0.55,
+        rho_ce=0.5,
+        ece=0.1,
+        latency_ms=100,
+    )
     sa, sb = a.scores.get(), b.scores.get()
     assert sa.total > sb.total and sa.measured_total < sb.measured_total
     html = page(client)
@@ -210,7 +243,11 @@ def test_badges(client, board):
     assert 'class="deprecated' in html and "holdout AUROC dropped 11 points in 2026Q2" in html
     assert html.count(">leakage detected<") == 1
     # deprecated entries are unranked and listed after the active ones
-    assert order(html, "Middle Probe", "Weak Probe", "Strong Probe") == ["Strong Probe", "Weak Probe", "Middle Probe"]
+    assert order(html, "Middle Probe", "Weak Probe", "Strong Probe") == [
+        "Strong Probe",
+        "Weak Probe",
+        "Middle Probe",
+    ]
 
 
 def test_stability_badge_needs_two_quarters(client, board):
@@ -220,13 +257,28 @@ def test_stability_badge_needs_two_quarters(client, board):
 
 
 def test_the_spec_switch_changes_totals_per_the_weights_spec(client, board):
-    spec2 = add_spec("v0.0.2", auroc=0.10, auroc_ea=0.10, auroc_ds=0.10, calibration=0.10, rho_ce=0.10,
-                     latency=0.30, license=0.20)
+    spec2 = add_spec(
+        "v0.0.2",
+        auroc=0.10,
+        auroc_ea=0.10,
+        auroc_ds=0.10,
+        calibration=0.10,
+        rho_ce=0.10,
+        latency=0.30,
+        license=0.20,
+    )
     for key in ("strong", "middle", "weak"):
         v = board[key]
         base = v.scores.get(spec="v0.0.1").measurements
-        score_for(v, spec="v0.0.2", auroc=base["auroc"], latency_ms=base["latency_ms"],
-                  auroc_ea=base.get("auroc_ea"), auroc_ds=base.get("auroc_ds"), rho_ce=base.get("rho_ce"))
+        score_for(
+            v,
+            spec="v0.0.2",
+            auroc=base["auroc"],
+            latency_ms=base["latency_ms"],
+            auroc_ea=base.get("auroc_ea"),
+            auroc_ds=base.get("auroc_ds"),
+            rho_ce=base.get("rho_ce"),
+        )
     weak = board["weak"].scores.get(spec=spec2)
     expected = sum(spec2.weights[name] * c["value"] for name, c in weak.components.items())
     assert weak.total == pytest.approx(expected)
@@ -242,13 +294,28 @@ def test_the_spec_switch_changes_totals_per_the_weights_spec(client, board):
 
 
 def test_compare_shows_the_rank_change(client, board):
-    add_spec("v0.0.2", auroc=0.10, auroc_ea=0.10, auroc_ds=0.10, calibration=0.10, rho_ce=0.10,
-             latency=0.30, license=0.20)
+    add_spec(
+        "v0.0.2",
+        auroc=0.10,
+        auroc_ea=0.10,
+        auroc_ds=0.10,
+        calibration=0.10,
+        rho_ce=0.10,
+        latency=0.30,
+        license=0.20,
+    )
     for key in ("strong", "middle", "weak"):
         v = board[key]
         base = v.scores.get().measurements
-        score_for(v, spec="v0.0.2", auroc=base["auroc"], latency_ms=base["latency_ms"],
-                  auroc_ea=base.get("auroc_ea"), auroc_ds=base.get("auroc_ds"), rho_ce=base.get("rho_ce"))
+        score_for(
+            v,
+            spec="v0.0.2",
+            auroc=base["auroc"],
+            latency_ms=base["latency_ms"],
+            auroc_ea=base.get("auroc_ea"),
+            auroc_ds=base.get("auroc_ds"),
+            rho_ce=base.get("rho_ce"),
+        )
     html = page(client, spec="v0.0.2", compare="v0.0.1")
     assert "rank change against v0.0.1" in html
     # weak: 3rd under v0.0.1, 1st under v0.0.2
@@ -259,7 +326,10 @@ def test_unknown_spec_or_parameters_are_a_400_and_unknown_category_a_404(client,
     response = client.get(reverse("leaderboard:category", args=["hallucination"]), {"spec": "v9.9.9"})
     assert response.status_code == 400
     assert "accepted: v0.0.1" in response.content.decode()
-    assert client.get(reverse("leaderboard:category", args=["hallucination"]), {"sort": "bogus"}).status_code == 400
+    assert (
+        client.get(reverse("leaderboard:category", args=["hallucination"]), {"sort": "bogus"}).status_code
+        == 400
+    )
     assert client.get(reverse("leaderboard:category", args=["nope"])).status_code == 404
 
 

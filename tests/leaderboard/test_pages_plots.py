@@ -16,7 +16,9 @@ def texts(root: ET.Element) -> list[str]:
 
 
 def test_roc_chart_has_axes_ticks_legend_and_a_title():
-    svg = plots.roc_svg({"task-a-v1": [[0, 0], [0.1, 0.6], [1, 1]], "task-b-v1": [[0, 0], [0.5, 0.5], [1, 1]]})
+    svg = plots.roc_svg(
+        {"task-a-v1": [[0, 0], [0.1, 0.6], [1, 1]], "task-b-v1": [[0, 0], [0.5, 0.5], [1, 1]]}
+    )
     root = parse(svg)
     assert root.get("role") == "img" and root.get("aria-labelledby")
     assert root.find(f"{SVG}title").text == "ROC curves (test split)"
@@ -28,8 +30,10 @@ def test_roc_chart_has_axes_ticks_legend_and_a_title():
 
 
 def test_reliability_diagram_skips_empty_bins_and_explains_each_point():
-    bins = [{"bin": 0, "lo": 0.0, "hi": 0.1, "n": 0, "mean_prob": None, "positive_rate": None},
-            {"bin": 5, "lo": 0.5, "hi": 0.6, "n": 40, "mean_prob": 0.55, "positive_rate": 0.6}]
+    bins = [
+        {"bin": 0, "lo": 0.0, "hi": 0.1, "n": 0, "mean_prob": None, "positive_rate": None},
+        {"bin": 5, "lo": 0.5, "hi": 0.6, "n": 40, "mean_prob": 0.55, "positive_rate": 0.6},
+    ]
     root = parse(plots.reliability_svg({"task-a-v1": bins}))
     circles = list(root.iter(f"{SVG}circle"))
     assert len(circles) == 1
@@ -39,8 +43,20 @@ def test_reliability_diagram_skips_empty_bins_and_explains_each_point():
 
 def test_history_chart_puts_quarters_on_the_x_axis():
     points = [
-        {"quarter": "2026Q1", "holdout_auroc": 0.8, "test_auroc": 0.82, "reference_auroc": 0.82, "outcome": "held"},
-        {"quarter": "2026Q2", "holdout_auroc": 0.7, "test_auroc": 0.81, "reference_auroc": 0.82, "outcome": "dropped"},
+        {
+            "quarter": "2026Q1",
+            "holdout_auroc": 0.8,
+            "test_auroc": 0.82,
+            "reference_auroc": 0.82,
+            "outcome": "held",
+        },
+        {
+            "quarter": "2026Q2",
+            "holdout_auroc": 0.7,
+            "test_auroc": 0.81,
+            "reference_auroc": 0.82,
+            "outcome": "dropped",
+        },
     ]
     root = parse(plots.history_svg(points))
     labels = texts(root)
@@ -49,8 +65,19 @@ def test_history_chart_puts_quarters_on_the_x_axis():
 
 
 def test_a_single_quarter_still_renders():
-    root = parse(plots.history_svg([{"quarter": "2026Q1", "holdout_auroc": 0.9, "test_auroc": None,
-                                     "reference_auroc": 0.9, "outcome": "held"}]))
+    root = parse(
+        plots.history_svg(
+            [
+                {
+                    "quarter": "2026Q1",
+                    "holdout_auroc": 0.9,
+                    "test_auroc": None,
+                    "reference_auroc": 0.9,
+                    "outcome": "held",
+                }
+            ]
+        )
+    )
     assert len(list(root.iter(f"{SVG}circle"))) == 2
 
 

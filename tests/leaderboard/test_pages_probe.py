@@ -83,8 +83,14 @@ def test_history_over_quarters(client, probe_version):
     owner = board_owner()
     for quarter, holdout, outcome in (("2026Q1", 0.85, "held"), ("2026Q2", 0.79, "dropped")):
         cycle = ReevaluationCycleFactory(quarter=quarter, triggered_by=owner)
-        CycleResultFactory(cycle=cycle, probe_version=probe_version, reference_auroc=0.86, holdout_auroc=holdout,
-                           test_auroc=0.86, outcome=outcome)
+        CycleResultFactory(
+            cycle=cycle,
+            probe_version=probe_version,
+            reference_auroc=0.86,
+            holdout_auroc=holdout,
+            test_auroc=0.86,
+            outcome=outcome,
+        )
     html = get(client)
     assert html.count("<svg") == 3
     assert "History over quarters" in html and "2026Q1" in html and "2026Q2" in html
@@ -92,9 +98,13 @@ def test_history_over_quarters(client, probe_version):
 
 
 def test_confirmed_leakage_records_are_shown_forever(client, probe_version):
-    LeakageRecordFactory(probe=probe_version.probe, status="confirmed", summary="trained on the test split",
-                         public_note="Overlap of 120 test items with the declared training data.",
-                         evidence={"overlap": 120})
+    LeakageRecordFactory(
+        probe=probe_version.probe,
+        status="confirmed",
+        summary="trained on the test split",
+        public_note="Overlap of 120 test items with the declared training data.",
+        evidence={"overlap": 120},
+    )
     LeakageRecordFactory(probe=probe_version.probe, status="open", summary="an open suspicion")
     LeakageRecordFactory(probe=probe_version.probe, status="dismissed", summary="a dismissed suspicion")
     html = get(client)
@@ -152,12 +162,17 @@ def test_the_artifact_of_a_public_version_downloads(client, probe_version, setti
     response = client.get(reverse("leaderboard:artifact", args=["halu-lr", 1]))
     assert response.status_code == 200
     assert response["Content-Type"] == "application/octet-stream"
-    assert "attachment" in response["Content-Disposition"] and "halu-lr-v1.safetensors" in response["Content-Disposition"]
+    assert (
+        "attachment" in response["Content-Disposition"]
+        and "halu-lr-v1.safetensors" in response["Content-Disposition"]
+    )
     assert response["X-Artifact-SHA256"] == probe_version.artifact_sha256
     assert b"".join(response.streaming_content) == path.read_bytes()
 
 
-def test_artifacts_of_hidden_versions_or_outside_the_root_are_refused(client, probe_version, settings, tmp_path):
+def test_artifacts_of_hidden_versions_or_outside_the_root_are_refused(
+    client, probe_version, settings, tmp_path
+):
     settings.ARTIFACT_ROOT = tmp_path / "artifacts"
     (tmp_path / "artifacts").mkdir()
     (tmp_path / "secret.txt").write_text("not an artifact")
@@ -174,10 +189,14 @@ def test_artifacts_of_hidden_versions_or_outside_the_root_are_refused(client, pr
     assert client.get(reverse("leaderboard:artifact", args=["halu-lr", 9])).status_code == 404
 
 
-def test_the_probe_page_runs_a_constant_number_of_queries(client, probe_version, django_assert_max_num_queries):
+def test_the_probe_page_runs_a_constant_number_of_queries(
+    client, probe_version, django_assert_max_num_queries
+):
     owner = board_owner()
     for i in range(6):
-        cycle = ReevaluationCycleFactory(quarter=f"2027Q{i % 4 + 1}" if i < 4 else f"2028Q{i - 3}", triggered_by=owner)
+        cycle = ReevaluationCycleFactory(
+            quarter=f"2027Q{i % 4 + 1}" if i < 4 else f"2028Q{i - 3}", triggered_by=owner
+        )
         CycleResultFactory(cycle=cycle, probe_version=probe_version)
         LeakageRecordFactory(probe=probe_version.probe, status="confirmed")
     with django_assert_max_num_queries(12):

@@ -18,14 +18,23 @@ def cycle(registry):
     gone = public_probe(slug="falls", name="Falls Probe")
     hidden = public_probe(slug="hidden", name="Hidden Probe", status="rejected")
     cycle = ReevaluationCycleFactory(
-        quarter="2026Q4", triggered_by=board_owner(),
+        quarter="2026Q4",
+        triggered_by=board_owner(),
         holdouts={"board-hallucination-0-v1": {"rows": 120, "sha256": "ab" * 32, "ids": ["secret-id"]}},
         diff={"dropped": ["drops"], "deprecated": ["falls"]},
     )
-    CycleResultFactory(cycle=cycle, probe_version=held, reference_auroc=0.8, holdout_auroc=0.78, outcome="held")
-    CycleResultFactory(cycle=cycle, probe_version=dropped, reference_auroc=0.8, holdout_auroc=0.73, outcome="dropped")
-    CycleResultFactory(cycle=cycle, probe_version=gone, reference_auroc=0.8, holdout_auroc=0.65, outcome="deprecated")
-    CycleResultFactory(cycle=cycle, probe_version=hidden, reference_auroc=0.8, holdout_auroc=0.5, outcome="deprecated")
+    CycleResultFactory(
+        cycle=cycle, probe_version=held, reference_auroc=0.8, holdout_auroc=0.78, outcome="held"
+    )
+    CycleResultFactory(
+        cycle=cycle, probe_version=dropped, reference_auroc=0.8, holdout_auroc=0.73, outcome="dropped"
+    )
+    CycleResultFactory(
+        cycle=cycle, probe_version=gone, reference_auroc=0.8, holdout_auroc=0.65, outcome="deprecated"
+    )
+    CycleResultFactory(
+        cycle=cycle, probe_version=hidden, reference_auroc=0.8, holdout_auroc=0.5, outcome="deprecated"
+    )
     return cycle
 
 
@@ -38,7 +47,7 @@ def test_the_cycle_index_counts_outcomes(client, cycle):
 
 def test_the_quarterly_diff_page(client, cycle):
     html = client.get(reverse("leaderboard:reevaluation", args=["2026Q4"])).content.decode()
-    diff = html[html.index("Public diff"):html.index("Every result")]
+    diff = html[html.index("Public diff") : html.index("Every result")]
     assert "Drops Probe" in diff and "Falls Probe" in diff and "Holds Probe" not in diff
     assert "7.0" in diff and "15.0" in diff
     assert "Holds Probe" in html
@@ -47,8 +56,12 @@ def test_the_quarterly_diff_page(client, cycle):
 
 
 def test_a_failed_cycle_shows_its_error(client, registry):
-    ReevaluationCycleFactory(quarter="2027Q1", triggered_by=board_owner(), status="failed",
-                             error="split hash mismatch: registry/splits/x/test.jsonl")
+    ReevaluationCycleFactory(
+        quarter="2027Q1",
+        triggered_by=board_owner(),
+        status="failed",
+        error="split hash mismatch: registry/splits/x/test.jsonl",
+    )
     html = client.get(reverse("leaderboard:reevaluation", args=["2027Q1"])).content.decode()
     assert "split hash mismatch" in html
     assert client.get(reverse("leaderboard:reevaluation", args=["1999Q1"])).status_code == 404
@@ -61,8 +74,13 @@ def test_empty_cycle_index(client, registry):
 def test_the_leakage_page_lists_confirmed_records_only(client, registry):
     ensure_models()
     v = public_probe(slug="leaky", name="Leaky Probe")
-    LeakageRecordFactory(probe=v.probe, status="confirmed", summary="overlap with the test split",
-                         public_note="120 test items in the training data", reviewed_at=timezone.now())
+    LeakageRecordFactory(
+        probe=v.probe,
+        status="confirmed",
+        summary="overlap with the test split",
+        public_note="120 test items in the training data",
+        reviewed_at=timezone.now(),
+    )
     LeakageRecordFactory(probe=v.probe, status="open", summary="still under review")
     LeakageRecordFactory(probe=v.probe, status="dismissed", summary="a false alarm")
     html = client.get(reverse("leaderboard:leakage")).content.decode()
@@ -107,3 +125,40 @@ def test_the_submission_route_delegates_to_the_submitter_page(client, registry):
     v = public_probe(slug="mine", status="queued")
     response = client.get(v.submission.get_absolute_url())
     assert response.status_code in (302, 404)
+
+
+def test_reference_update_diffs_are_public(client, registry):
+    from leaderboard.models import ReferenceUpdate
+
+    ensure_models()
+    old = public_probe(slug="ea-ref", name="EA Reference", category="eval_awareness")
+    new = public_probe(slug="ea-ref", probe=old.probe, number=2, category="eval_awareness")
+    dependent = public_probe(slug="dependent", name="Dependent")
+    entry = {
+        "probe": "dependent",
+        "version": 1,
+        "spec": "v0.0.1",
+        "auroc_ea_before": 0.7,
+        "auroc_ea_after": 0.65,
+        "auroc_ea_imputed_after": False,
+        "total_before": 0.71,
+        "total_after": 0.70,
+    }
+    update = ReferenceUpdate.objects.create(
+        base_model=dependent.probe.base_model,
+        old_version=old,
+        new_version=new,
+        status="completed",
+        diff=[entry],
+        finished_at=timezone.now(),
+    )
+    ReferenceUpdate.objects.create(
+        base_model=dependent.probe.base_model, new_version=dependent, status="running"
+    )
+    html = client.get(reverse("leaderboard:reevaluations")).content.decode()
+    assert reverse("leaderboard:reference_update", args=[update.pk]) in html and "v1 → v2" in html
+    html = client.get(reverse("leaderboard:reference_update", args=[update.pk])).content.decode()
+    assert "0.700" in html and "0.650" in html and "-0.010" in html
+    body = client.get(reverse("api:reference-updates")).json()
+    assert len(body) == 1 and body[0]["diff"] == [entry] and body[0]["reference_probe"] == "ea-ref"
+    assert body[0]["old_version"] == 1 and body[0]["new_version"] == 2

@@ -17,7 +17,12 @@ def task(registry):
         "[bad link](javascript:alert(1))\n"
     )
     task.caveats = "Labels are noisy."
-    task.source = {"package": "eval-suite", "version": "2.1.4", "license": "MIT", "citation": "Li et al. 2023"}
+    task.source = {
+        "package": "eval-suite",
+        "version": "2.1.4",
+        "license": "MIT",
+        "citation": "Li et al. 2023",
+    }
     task.save()
     return task
 
@@ -82,8 +87,16 @@ def test_model_pages(client, registry):
 
 
 def test_the_methodology_page_renders_weights_and_licenses_from_the_rows(client, registry):
-    spec = add_spec("v0.0.2", auroc=0.27, auroc_ea=0.23, auroc_ds=0.15, calibration=0.10, rho_ce=0.10,
-                    latency=0.10, license=0.05)
+    spec = add_spec(
+        "v0.0.2",
+        auroc=0.27,
+        auroc_ea=0.23,
+        auroc_ds=0.15,
+        calibration=0.10,
+        rho_ce=0.10,
+        latency=0.10,
+        license=0.05,
+    )
     m.License.objects.filter(spdx_id="custom").update(score=0.44)
     html = client.get(reverse("leaderboard:methodology")).content.decode()
     assert "v0.0.1" in html and "v0.0.2" in html
