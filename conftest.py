@@ -3,23 +3,13 @@
 - ``DATABASE_URL`` / ``REDIS_URL`` set (CI, ``make test`` on a machine with the services):
   PostgreSQL and Redis are used for real; tests marked ``postgres`` / ``redis`` run.
 - Not set: SQLite and eager Celery tasks; those tests are skipped and the summary says which.
-Everything the tests write goes under ``var/test`` (models are cached in ``var/cache`` and shared
-with ``make demo`` so a model is converted once per machine).
+The environment defaults of the test run are set in tests/env_defaults.py, loaded with ``-p``
+before pytest-django reads the settings.
 """
 
 import os
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent
-
-
-def pytest_configure(config):
-    os.environ.setdefault("PROBEBENCH_DATA_DIR", str(ROOT / "var" / "test"))
-    os.environ.setdefault("PROBEBENCH_CACHE_DIR", str(ROOT / "var" / "cache"))
-    os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "True")
-    os.environ.setdefault("PROBEBENCH_RATE_SUBMISSIONS", "1000/hour")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -114,7 +114,7 @@ def run_metrics(args: argparse.Namespace) -> dict:
 
 def build_parser() -> argparse.ArgumentParser:
     # Importing these modules registers their commands (train, evaluate, ...), when present.
-    for module in ("evaluator.train_cli", "evaluator.builders.cli"):
+    for module in ("evaluator.train_cli", "evaluator.builders.cli", "evaluator.reference_probes"):
         try:
             __import__(module)
         except ModuleNotFoundError as exc:

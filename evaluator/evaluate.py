@@ -713,7 +713,7 @@ def evaluate_probe(
         transfer=transfer or [],
         reproduction=reproduction,
         probe_score=score.to_dict(),
-        declared_gaps=_declared_gaps(p.metadata.declared_metrics, aggregate),
+        declared_gaps=declared_gaps(p.metadata.declared_metrics, aggregate),
         notes=notes,
         timings=timings,
         config={
@@ -823,10 +823,41 @@ def _aggregate(
     imputation: Mapping[str, float],
 ):
     """Means over tasks → (aggregate dict, imputed reasons, scoring.Measurements)."""
-    from evaluator.scoring import Measurements
-    from evaluator.transfer import rho_ce
+    return aggregate_measurements(
+        [t.metrics for t in per_task.values()],
+        lifts=[t.baselines.to_dict() for t in per_task.values()],
+        latency_ms=latency.probe_ms,
+        license_id=probe.metadata.license,
+        transfer_pearsons=[r.pearson for r in transfer] if transfer else None,
+        has_recipe=has_recipe,
+        did_transfer=did_transfer,
+        ea_applicable=ea_applicable,
+        has_reference=has_reference,
+        imputation=imputation,
+    )
 
-    metrics = [t.metrics for t in per_task.values()]
+
+def aggregate_measurements(
+    metrics: Sequence[TaskMetrics],
+    *,
+    lifts: Sequence[Mapping[str, Any]],
+    latency_ms: float,
+    license_id: str,
+    transfer_pearsons: Sequence[float] | None,
+    has_recipe: bool,
+    ea_applicable: bool,
+    has_reference: bool,
+    imputation: Mapping[str, float],
+    did_transfer: bool = True,
+):
+    """Means over tasks → (aggregate dict, imputed reasons, scoring.Measurements).
+
+    Pure: the pipeline calls it with metrics recomputed from stored per-example scores, the CLI
+    with freshly measured ones; both get the same numbers. ``lifts``: BaselineResult dicts.
+    ``transfer_pearsons``: one Pearson per target model (None: not measured).
+    """
+    from evaluator.scoring import Measurements
+
     imputed: dict[str, str] = {}
     auroc = float(np.mean([m.auroc for m in metrics]))
     ea_values = [m.auroc_ea for m in metrics if m.auroc_ea is not None]
@@ -840,17 +871,19 @@ def _aggregate(
             else "auroc_ea undefined on some task"
         )
     ds_imputed = [m.task_id for m in metrics if m.auroc_ds_imputed]
+    partial_note = ""
     if len(ds_imputed) == len(metrics):
         auroc_ds = None  # probe_score imputes factor × raw AUROC and flags it
         imputed["auroc_ds"] = "no task has a distshift split"
     else:
         auroc_ds = float(np.mean([m.auroc_ds for m in metrics]))
         if ds_imputed:
-            imputed["auroc_ds"] = (
+            partial_note = (
                 f"partially imputed ({imputation['auroc_ds']} × AUROC) for tasks without a"
                 f" distshift split: {', '.join(ds_imputed)}"
             )
-    rho = rho_ce(transfer)
+            imputed["auroc_ds"] = partial_note
+    rho = float(np.mean([max(0.0, p) for p in transfer_pearsons])) if transfer_pearsons else None
     if rho is None:
         imputed["rho_ce"] = (
             "no usable recipe: the probe cannot be re-fit on other base models"
@@ -863,40 +896,28 @@ def _aggregate(
     measurements = Measurements(
         auroc=auroc,
         ece=float(np.mean([m.ece for m in metrics])),
-        latency_ms=latency.probe_ms,
-        license=probe.metadata.license,
+        latency_ms=latency_ms,
+        license=license_id,
         auroc_ea=auroc_ea,
         auroc_ds=auroc_ds,
         rho_ce=rho,
         ea_not_applicable=not ea_applicable,
+        auroc_ds_partial_note=partial_note,
     )
+    keys = ("auroc", "auroc_ea", "auroc_ds", "ece", "rho_ce", "latency_ms", "license", "ea_not_applicable")
     aggregate = {
-        **{
-            k: getattr(measurements, k)
-            for k in (
-                "auroc",
-                "auroc_ea",
-                "auroc_ds",
-                "ece",
-                "rho_ce",
-                "latency_ms",
-                "license",
-                "ea_not_applicable",
-            )
-        },
+        **{k: getattr(measurements, k) for k in keys},
         "brier": float(np.mean([m.brier for m in metrics])),
         "recall_at_1pct_fpr": float(np.mean(recalls)) if recalls else None,
         "n_tasks": len(metrics),
         "n_test": int(sum(m.n_test for m in metrics)),
-        "lift_over_random": float(np.mean([t.baselines.lift_over_random for t in per_task.values()])),
-        "lift_over_diff_of_means": float(
-            np.mean([t.baselines.lift_over_diff_of_means for t in per_task.values()])
-        ),
+        "lift_over_random": float(np.mean([b["lift_over_random"] for b in lifts])) if lifts else None,
+        "lift_over_diff_of_means": float(np.mean([b["lift_over_diff_of_means"] for b in lifts])) if lifts else None,
     }
     return aggregate, imputed, measurements
 
 
-def _declared_gaps(declared: Mapping[str, float], aggregate: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def declared_gaps(declared: Mapping[str, float], aggregate: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     gaps = {}
     for name, value in declared.items():
         if name not in COMPARABLE_METRICS:

@@ -63,6 +63,9 @@ class Measurements:
     rho_ce: float | None = None
     #: probes of the eval_awareness category: the correction does not apply, raw AUROC is used
     ea_not_applicable: bool = False
+    #: set when auroc_ds is a mean over tasks of which some had no distshift split and were
+    #: imputed per task (SPEC.md §3); the component is then flagged imputed with this note
+    auroc_ds_partial_note: str = ""
 
     @classmethod
     def from_dict(cls, data: dict) -> Measurements:
@@ -71,7 +74,7 @@ class Measurements:
         if missing:
             raise EvaluatorError(f"components: missing required value(s) {', '.join(missing)}")
         known = {"auroc", "auroc_ea", "auroc_ds", "ece", "rho_ce", "latency_ms", "license",
-                 "ea_not_applicable"}
+                 "ea_not_applicable", "auroc_ds_partial_note"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise EvaluatorError(
@@ -108,6 +111,8 @@ def probe_score(m: Measurements, *, spec: WeightsSpec, licenses: dict[str, Licen
         values["auroc_ea"] = (m.auroc_ea, False, m.auroc_ea, "")
     if m.auroc_ds is None:
         values["auroc_ds"] = (imp["auroc_ds"] * m.auroc, True, None, f"imputed {imp['auroc_ds']}× raw AUROC")
+    elif m.auroc_ds_partial_note:
+        values["auroc_ds"] = (m.auroc_ds, True, m.auroc_ds, m.auroc_ds_partial_note)
     else:
         values["auroc_ds"] = (m.auroc_ds, False, m.auroc_ds, "")
     values["calibration"] = (1.0 - 2.0 * _clamp(m.ece, *ECE_RANGE), False, m.ece, "")

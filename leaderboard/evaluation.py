@@ -13,7 +13,6 @@ Each run kind maps to evaluator functions:
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -23,7 +22,6 @@ from typing import Any
 
 from django.conf import settings
 
-from evaluator import CODE_VERSION
 from evaluator.errors import EvaluatorError, InfrastructureError
 from leaderboard.artifacts import artifact_abspath
 from leaderboard.models import EvaluationRun, ProbeVersion
@@ -178,30 +176,17 @@ def _transfer(run: EvaluationRun, progress: Progress) -> RunOutcome:
 
 
 def _holdout(run: EvaluationRun, progress: Progress) -> RunOutcome:
-    """Score the probe on the cycle's holdout file, after checking the file's SHA-256."""
-    from evaluator.activations import harvest, render_prompts
+    """Score the probe on the cycle's minted holdout (the file is re-hashed against the cycle)."""
+    from evaluator.evaluate import execute_run
 
     holdout = run.cycle.holdouts.get(run.task_id)
     if holdout is None:
         raise EvaluatorError(f"cycle {run.cycle.quarter} has no holdout for {run.task_id}")
-    path = Path(settings.DATA_DIR) / holdout["path"]
-    data = path.read_bytes()
-    sha = hashlib.sha256(data).hexdigest()
-    if sha != holdout["sha256"]:
-        raise InfrastructureError(f"holdout {holdout['path']} hashes to {sha}, the cycle recorded {holdout['sha256']}")
-    rows = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
     probe = probe_for(run.probe_version)
-    lm = loaded_model(probe.base_model)
-    task = registry().task(run.task_id)
-    texts = [r["text"] for r in rows]
-    prompts = render_prompts(task, texts, probe.metadata.input)
-    acts = harvest(lm, prompts, layers=[probe.layer], positions=[probe.metadata.position],
-                   config=harvest_config(), progress=progress)[(probe.layer, probe.metadata.position)]
-    if probe.metadata.input == "contrast_pair":
-        acts = acts[: len(texts)] - acts[len(texts):]
-    scores = probe.score(acts)
-    probs = probe.probability(scores)
-    examples = [{"id": r["id"], "label": int(r["label"]), "score": float(s), "prob": float(p)}
-                for r, s, p in zip(rows, scores, probs, strict=True)]
-    return RunOutcome(example_scores=examples, metrics={"n": len(examples), "code_version": CODE_VERSION},
-                      split_sha256=sha)
+    result = execute_run(
+        probe, task_id=run.task_id, split="holdout", registry=registry(), cache_dir=settings.CACHE_DIR,
+        lm=loaded_model(probe.base_model), harvest_config=harvest_config(), progress=progress,
+        split_file=Path(settings.DATA_DIR) / holdout["path"], split_sha256=holdout["sha256"],
+    )
+    return RunOutcome(example_scores=result.examples.to_records(), metrics={"n": result.n, "model": result.model},
+                      timings=result.timings, cache_key=result.cache_key, split_sha256=result.split_sha256)

@@ -31,7 +31,7 @@ from django.db.models import (
     Subquery,
     TextField,
 )
-from django.db.models.fields.json import KT
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.utils import timezone
 
 from evaluator.evaluate import DECLARED_GAP
@@ -443,7 +443,7 @@ def _board_rows(
     component's value and imputed flag). The rows shown get their full components from
     :func:`board_details_attach`: decoding every row's JSON would dominate the page.
     """
-    values = values or query.measured_only or query.sort in COMPONENTS
+    values = values or query.measured_only or query.sort in (*COMPONENTS, "measured")
     qs = ProbeVersion.objects.filter(submission__status=SCORED)
     if query.category:
         qs = qs.filter(probe__category_id=query.category)
@@ -465,7 +465,8 @@ def _board_rows(
             score_numbers=(
                 JsonPaths("spec_score__components", _COMPONENT_PATHS)
                 if values
-                else KT("spec_score__components__license__contribution")
+                # (KT("spec_score__components__...") would resolve the keys against spec_score.id)
+                else KeyTextTransform("contribution", KeyTransform("license", "spec_score__components"))
             ),
             leakage=Exists(leakage),
         )

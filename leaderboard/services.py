@@ -477,10 +477,16 @@ def submission_advance(*, submission: Submission) -> Submission | None:
             sub.step = "failed"
         else:
             try:
-                submission_score(submission=sub, runs=runs)
+                with transaction.atomic():
+                    submission_score(submission=sub, runs=runs)
             except (EvaluatorError, ServiceError) as exc:
                 sub.status = Submission.Status.FAILED
                 sub.failure_reason = f"scoring failed: {exc}"
+                sub.step = "failed"
+            except Exception as exc:  # a bug of ours: fail it visibly rather than leave it running
+                log.exception("scoring submission %s failed", sub.pk)
+                sub.status = Submission.Status.FAILED
+                sub.failure_reason = f"scoring failed (internal error, the maintainers are told): {type(exc).__name__}: {exc}"
                 sub.step = "failed"
             else:
                 sub.status = Submission.Status.SCORED

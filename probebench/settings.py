@@ -142,7 +142,8 @@ if env("PROBEBENCH_DB_NAME"):
     DATABASES["default"]["NAME"] = env("PROBEBENCH_DB_NAME")
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # a file, not memory, so that worker processes started by tests share it
-    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test.sqlite3")}
+    # (one per test session, so that two test sessions on one machine never share it)
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-{os.getpid()}.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --------------------------------------------------------------------------- celery
@@ -165,6 +166,8 @@ else:
         "store_processed": False,
     }
     CELERY_RESULT_BACKEND = None
+    for _folder in ("queue", "control", "processed"):
+        (BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
 #: Run tasks in-process (tests, and `manage.py` one-offs when no worker is running).
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", "False")
 CELERY_TASK_EAGER_PROPAGATES = True
@@ -232,6 +235,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every request without it
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},

@@ -7,6 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from evaluator.registry import COMPONENTS
 from leaderboard import models as m
 from tests.factories import (
     CycleResultFactory,
@@ -203,6 +204,9 @@ def test_measured_only_ranks_by_measured_components(client, registry):
     html = page(client, measured_only="1")
     assert order(html, "Probe A", "Probe B") == ["Probe B", "Probe A"]
     assert "excluded" in html  # A's imputed components are shown without a contribution
+    # sorting by the measured-only score from the normal view gives the same order
+    assert order(page(client, sort="measured"), "Probe A", "Probe B") == ["Probe B", "Probe A"]
+    assert order(page(client, sort="measured", dir="asc"), "Probe A", "Probe B") == ["Probe A", "Probe B"]
 
 
 def test_imputed_values_are_marked_with_their_note(client, board):
@@ -410,3 +414,18 @@ def test_a_version_without_a_submission_row_is_not_public(client, board):
     assert re.search(r"Strong Probe</a>\s*<div class=\"meta\">v1", html)
     SubmissionFactory(probe_version=v, status="scored")
     assert re.search(r"Strong Probe</a>\s*<div class=\"meta\">v9", page(client))
+
+
+@pytest.mark.parametrize("values", [False, True])
+def test_the_ranking_numbers_come_from_the_stored_components(board, values):
+    """The board reads only a few numbers of each Score's components for ranking; they must be the
+    stored ones (both the light path and the one with every component value)."""
+    from leaderboard import selectors
+
+    result = selectors.board_get(query=selectors.BoardQuery(category="hallucination"), values=values)
+    for row in result.rows:
+        stored = m.Score.objects.get(pk=row.score_id).components
+        assert row.license_contribution == pytest.approx(stored["license"]["contribution"])
+        if values:
+            assert row.values == tuple(stored[c]["value"] for c in COMPONENTS)
+            assert row.imputed == tuple(stored[c]["imputed"] for c in COMPONENTS)

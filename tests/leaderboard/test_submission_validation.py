@@ -119,13 +119,14 @@ def test_an_unauthenticated_submit_is_401(registry):
 
 
 def test_a_good_upload_is_201_and_queued_with_its_runs(api):
+    files_before = len(stored_files())
     response = post(api, linear_probe_bytes(seed=3), metadata())
     assert response.status_code == 201, response.content
     body = response.json()
     assert body["status"] == "queued" and body["url"].endswith(f"/api/v1/submissions/{body['id']}")
     sub = Submission.objects.get(pk=body["id"])
     assert sub.runs.filter(kind="score", split="test").exists()
-    assert len(stored_files()) == 1
+    assert len(stored_files()) == files_before + 1
 
 
 def test_another_users_submission_is_404(api, stranger):

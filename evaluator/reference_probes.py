@@ -1,0 +1,754 @@
+"""Reference probes: the maintainers' probes that ship with the board, trained reproducibly.
+
+``registry/reference_probes/manifest.yaml`` lists every reference probe, eval-awareness reference
+probes first (the substrate of every ``auroc_ea``): its slug, directory, role, a one-line *why*,
+and how it is trained — base model, method, task, position, input, hyperparameters, seed and the
+candidate layers. The layer is not written in the manifest: it is chosen by a **layer sweep on
+the task's train split only** (:func:`layer_sweep`):
+
+- every candidate layer's train activations (one harvest, all layers, through the shared
+  activation cache);
+- 5-fold grouped, stratified cross-validation on train (``StratifiedGroupKFold``, shuffled with
+  the recipe seed; a row's ``group`` never straddles two folds), the recipe fitted on four folds
+  and scored on the fifth;
+- the chosen layer has the highest mean fold AUROC, rounded to 3 decimals; ties go to the lower
+  layer (a shorter forward pass). test, distshift and holdout are never read to choose.
+
+Then the recipe is fitted on the whole train split at that layer, written with
+:func:`evaluator.probes.save_probe` (``probe.safetensors`` + ``probe.json``, the submission
+metadata) and evaluated by :func:`evaluator.evaluate.evaluate_probe` (with the same base model's
+eval-awareness reference probe, without cross-model transfer, which the workers compute). The
+sweep, the evaluation and the artifact hash go to a sidecar ``reference.json`` beside the probe.
+
+    python -m evaluator reference-probes                      # retrain + evaluate + write all
+    python -m evaluator reference-probes --only ea-smollm2    # one (or several, comma-separated)
+    python -m evaluator reference-probes --check              # retrain in memory, compare, write nothing
+
+Everything is seeded; with the same activations (same cache entries) a rerun writes identical
+artifacts. ``--check`` compares a fresh fit with the committed artifact (same chosen layer, same
+tensor names/shapes, direction cosine and max abs difference within tolerance).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from evaluator import CODE_VERSION
+from evaluator.cli import command
+from evaluator.errors import EvaluatorError, RegistryError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from evaluator.activations import ActivationCache, HarvestConfig, Progress, SplitActivations
+    from evaluator.models import LoadedModel
+    from evaluator.recipes import Recipe
+    from evaluator.registry import Registry
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see evaluator/train_cli.py
+
+log = logging.getLogger(__name__)
+
+MANIFEST = Path("registry") / "reference_probes" / "manifest.yaml"
+SIDECAR = "reference.json"
+ROLES = ("eval_awareness", "")
+LICENSE = "Apache-2.0"
+AUTHORS = ("ProbeBench maintainers",)
+SWEEP_FOLDS = 5
+SWEEP_DECIMALS = 3
+#: --check: a retrained artifact matches the committed one when its direction has at least this
+#: cosine with the committed one and every tensor is within atol + rtol·max|tensor|
+CHECK_MIN_COSINE = 0.999
+CHECK_RTOL = 1e-3
+CHECK_ATOL = 1e-5
+#: the per-task numbers recorded in reference.json (and re-checked by the tests)
+RECORDED_TASK_METRICS = (
+    "auroc",
+    "auroc_ci",
+    "auroc_ea",
+    "auroc_ea_status",
+    "auroc_ds",
+    "ece",
+    "brier",
+    "n_test",
+)
+DECLARED = ("auroc", "auroc_ea", "auroc_ds", "ece", "brier")
+
+
+# --------------------------------------------------------------------------- the manifest
+
+
+@dataclass(frozen=True)
+class ReferenceEntry:
+    """One manifest entry: what the probe is and how it is trained (the layer comes from the sweep)."""
+
+    slug: str
+    path: str  # relative to the registry root
+    role: str  # "eval_awareness" | ""
+    why: str
+    name: str
+    description: str
+    base_model: str
+    recipe: dict[str, Any]  # method, task, position, input, hyperparameters, seed (no layer)
+    layers: tuple[int, ...] | None = None  # sweep candidates; None = every layer 0..n_layers
+    folds: int = SWEEP_FOLDS
+
+    @property
+    def task(self) -> str:
+        return str(self.recipe["task"])
+
+    @property
+    def method(self) -> str:
+        return str(self.recipe["method"])
+
+    def directory(self, root: Path) -> Path:
+        return root / self.path
+
+    def candidate_layers(self, n_layers: int) -> list[int]:
+        return list(self.layers) if self.layers is not None else list(range(n_layers + 1))
+
+    def recipe_at(self, layer: int, registry: Registry) -> Recipe:
+        """The validated recipe at ``layer``."""
+        from evaluator.recipes import Recipe
+
+        return Recipe.from_dict({**self.recipe, "layer": layer}, registry=registry)
+
+
+_ENTRY_KEYS = {
+    "slug",
+    "path",
+    "role",
+    "why",
+    "name",
+    "description",
+    "base_model",
+    "recipe",
+    "layers",
+    "folds",
+}
+_RECIPE_KEYS = {"method", "task", "position", "input", "hyperparameters", "seed"}
+
+
+def manifest_path(root: Path) -> Path:
+    return Path(root) / MANIFEST
+
+
+def load_manifest(registry: Registry, path: str | Path | None = None) -> list[ReferenceEntry]:
+    """Read and validate the manifest against the registry.
+
+    Checks: known keys, unique slugs, roles, base models and tasks known, recipe valid at every
+    candidate layer's range, each eval_awareness entry trains on an eval_awareness task, and the
+    eval-awareness entries come first with exactly one per base model that has any entry.
+    """
+    import yaml
+
+    path = Path(path) if path is not None else manifest_path(registry.root)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RegistryError(f"{path}: reference-probe manifest not found") from None
+    if not isinstance(data, dict) or not isinstance(data.get("probes"), list):
+        raise RegistryError(f"{path}: expected a mapping with a 'probes' list")
+    entries: list[ReferenceEntry] = []
+    seen: set[str] = set()
+    for k, raw in enumerate(data["probes"]):
+        where = f"{path}: probes[{k}]"
+        if not isinstance(raw, dict):
+            raise RegistryError(f"{where}: expected a mapping")
+        unknown = sorted(set(raw) - _ENTRY_KEYS)
+        if unknown:
+            raise RegistryError(f"{where}: unknown key(s) {', '.join(unknown)}")
+        missing = [key for key in ("slug", "path", "why", "name", "base_model", "recipe") if not raw.get(key)]
+        if missing:
+            raise RegistryError(f"{where}: missing {', '.join(missing)}")
+        slug = str(raw["slug"])
+        if slug in seen:
+            raise RegistryError(f"{where}: duplicate slug {slug}")
+        seen.add(slug)
+        role = str(raw.get("role") or "")
+        if role not in ROLES:
+            raise RegistryError(f"{where}: role {role!r} is not one of {ROLES}")
+        recipe = dict(raw["recipe"])
+        bad = sorted(set(recipe) - _RECIPE_KEYS)
+        if bad:
+            raise RegistryError(
+                f"{where}: recipe key(s) {', '.join(bad)} not allowed (the sweep sets the layer)"
+            )
+        model = registry.model(str(raw["base_model"]))
+        layers = raw.get("layers")
+        if layers in (None, "all"):
+            layer_tuple = None
+        elif isinstance(layers, list) and layers and all(isinstance(x, int) for x in layers):
+            layer_tuple = tuple(sorted(set(layers)))
+            if not all(0 <= x <= model.n_layers for x in layer_tuple):
+                raise RegistryError(f"{where}: layers out of range 0..{model.n_layers}")
+        else:
+            raise RegistryError(f"{where}: layers must be 'all' or a list of integers")
+        entry = ReferenceEntry(
+            slug=slug,
+            path=str(raw["path"]),
+            role=role,
+            why=str(raw["why"]).strip(),
+            name=str(raw["name"]).strip(),
+            description=str(raw.get("description") or "").strip(),
+            base_model=model.id,
+            recipe=recipe,
+            layers=layer_tuple,
+            folds=int(raw.get("folds") or SWEEP_FOLDS),
+        )
+        entry.recipe_at(0, registry)  # method, task, template, hyperparameters valid
+        category = registry.task(entry.task).category
+        if (role == "eval_awareness") != (category == "eval_awareness"):
+            raise RegistryError(f"{where}: role {role!r} but task {entry.task} is in category {category}")
+        entries.append(entry)
+    ea = [e for e in entries if e.role == "eval_awareness"]
+    if entries[: len(ea)] != ea:
+        raise RegistryError(f"{path}: the eval_awareness reference probes must come first")
+    ea_models = [e.base_model for e in ea]
+    if len(set(ea_models)) != len(ea_models):
+        raise RegistryError(f"{path}: more than one eval_awareness reference probe for a base model")
+    lacking = sorted({e.base_model for e in entries} - set(ea_models))
+    if lacking:
+        raise RegistryError(f"{path}: no eval_awareness reference probe for {', '.join(lacking)}")
+    return entries
+
+
+def ea_reference_for(entries: Sequence[ReferenceEntry], base_model: str) -> ReferenceEntry | None:
+    """The eval-awareness reference entry of ``base_model``."""
+    return next((e for e in entries if e.role == "eval_awareness" and e.base_model == base_model), None)
+
+
+# --------------------------------------------------------------------------- the layer sweep
+
+
+@dataclass
+class SweepResult:
+    """Grouped cross-validation AUROC on the train split at every candidate layer."""
+
+    task_id: str
+    method: str
+    layers: list[int]
+    cv_auroc: list[float]  # mean over folds
+    cv_auroc_std: list[float]
+    folds: int
+    seed: int
+    n_train: int
+    n_groups: int
+    chosen_layer: int
+    rule: str = f"highest mean fold AUROC rounded to {SWEEP_DECIMALS} decimals; ties to the lower layer"
+
+    def to_dict(self) -> dict[str, Any]:
+        from evaluator.results import fields_dict
+
+        return fields_dict(self)
+
+    @property
+    def best(self) -> float:
+        return self.cv_auroc[self.layers.index(self.chosen_layer)]
+
+
+def grouped_folds(
+    labels: np.ndarray, groups: Sequence[str], n_folds: int, seed: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(fit rows, held-out rows) per fold: stratified on the label, whole groups per fold,
+    shuffled with ``seed`` (deterministic)."""
+    from sklearn.model_selection import StratifiedGroupKFold
+
+    y = np.asarray(labels)
+    n_groups = len(set(groups))
+    if n_groups < n_folds:
+        raise EvaluatorError(f"layer sweep: {n_groups} groups cannot fill {n_folds} folds")
+    splitter = StratifiedGroupKFold(n_splits=n_folds, shuffle=True, random_state=seed)
+    return [(fit, held) for fit, held in splitter.split(np.zeros(y.size), y, groups=list(groups))]
+
+
+def cv_auroc(
+    recipe: Recipe, X: np.ndarray, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]]
+) -> tuple[float, float]:
+    """Mean and standard deviation over ``folds`` of the recipe's held-out AUROC."""
+    from evaluator.metrics import auroc
+    from evaluator.probes import Probe, ProbeMetadata
+    from evaluator.recipes import fit_recipe
+
+    scores = []
+    for fit, held in folds:
+        tensors = fit_recipe(recipe, X[fit], y[fit])
+        arrays = {k: np.asarray(v, dtype=np.float64) for k, v in tensors.items()}
+        kind = "mlp" if "w1" in arrays else "linear"
+        meta = ProbeMetadata(
+            "cv", "hallucination", "-", recipe.layer, recipe.position, recipe.input, "logit", "-"
+        )
+        s = Probe(metadata=meta, tensors=arrays, kind=kind).score(X[held])
+        scores.append(auroc(s, y[held]))
+    return float(np.mean(scores)), float(np.std(scores))
+
+
+def choose_layer(layers: Sequence[int], means: Sequence[float], decimals: int = SWEEP_DECIMALS) -> int:
+    """The layer with the highest rounded mean CV AUROC; ties go to the lower layer."""
+    rounded = [round(m, decimals) for m in means]
+    best = max(rounded)
+    return min(layer for layer, r in zip(layers, rounded, strict=True) if r == best)
+
+
+def layer_sweep(
+    recipe: Recipe,
+    train_by_layer: dict[int, SplitActivations],
+    *,
+    folds: int = SWEEP_FOLDS,
+) -> SweepResult:
+    """Cross-validate ``recipe`` at every layer of ``train_by_layer`` (train split only) and
+    choose the layer (:func:`choose_layer`). The folds are the same at every layer."""
+    layers = sorted(train_by_layer)
+    first = train_by_layer[layers[0]]
+    if first.split != "train":
+        raise EvaluatorError(f"the layer sweep reads the train split only, got {first.split}")
+    y = first.labels
+    split_folds = grouped_folds(y, first.groups, folds, recipe.seed)
+    means, stds = [], []
+    for layer in layers:
+        acts = train_by_layer[layer]
+        if acts.ids != first.ids:
+            raise EvaluatorError("layer sweep: the layers hold different rows")
+        mean, std = cv_auroc(recipe.at_layer(layer), acts.X, y, split_folds)
+        means.append(mean)
+        stds.append(std)
+        log.info("sweep %s %s layer %d: cv auroc %.4f ± %.4f", recipe.task, recipe.method, layer, mean, std)
+    return SweepResult(
+        task_id=recipe.task,
+        method=recipe.method,
+        layers=layers,
+        cv_auroc=means,
+        cv_auroc_std=stds,
+        folds=folds,
+        seed=recipe.seed,
+        n_train=len(first.ids),
+        n_groups=len(set(first.groups)),
+        chosen_layer=choose_layer(layers, means),
+    )
+
+
+def train_activations(
+    lm: LoadedModel,
+    registry: Registry,
+    recipe: Recipe,
+    layers: Sequence[int],
+    *,
+    cache: ActivationCache | None,
+    config: HarvestConfig | None = None,
+    progress: Progress | None = None,
+    split: str = "train",
+) -> dict[int, SplitActivations]:
+    """One split's activations at every layer in ``layers`` (one harvest pass, then the cache)."""
+    from evaluator.activations import split_activations
+
+    return split_activations(
+        lm,
+        registry,
+        recipe.task,
+        split,
+        layers=list(layers),
+        position=recipe.position,
+        input_kind=recipe.input,
+        cache=cache,
+        config=config,
+        progress=progress,
+    )
+
+
+# --------------------------------------------------------------------------- training
+
+
+@dataclass
+class TrainedReference:
+    """A reference probe fitted at its swept layer, not yet written."""
+
+    entry: ReferenceEntry
+    recipe: Recipe
+    sweep: SweepResult
+    tensors: dict[str, np.ndarray]
+    metadata: dict[str, Any]
+    train_auroc: float
+
+
+def layer_sentence(entry: ReferenceEntry, sweep: SweepResult) -> str:
+    """How the layer was chosen, for the probe's description (deterministic text)."""
+    return (
+        f"Layer {sweep.chosen_layer} was chosen by a layer sweep on the {entry.task} train split only:"
+        f" {sweep.folds}-fold grouped, stratified cross-validation (seed {sweep.seed}) of this recipe at"
+        f" every layer {sweep.layers[0]}..{sweep.layers[-1]}, highest mean fold AUROC"
+        f" ({sweep.best:.3f}; ties to the lower layer). Test, distshift and holdout splits were not"
+        " used to choose."
+    )
+
+
+def build_metadata(
+    entry: ReferenceEntry,
+    recipe: Recipe,
+    sweep: SweepResult,
+    registry: Registry,
+    declared: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """probe.json: exactly the submission metadata (docs/ARCHITECTURE.md)."""
+    task = registry.task(entry.task)
+    description = " ".join(x for x in (entry.description, layer_sentence(entry, sweep)) if x)
+    return {
+        "name": entry.name,
+        "category": task.category,
+        "base_model": entry.base_model,
+        "layer": recipe.layer,
+        "position": recipe.position,
+        "input": recipe.input,
+        "output": "logit",
+        "license": LICENSE,
+        "authors": list(AUTHORS),
+        "paper_url": "",
+        "description": description,
+        "training_data": {"tasks": [entry.task], "external": ""},
+        "declared_metrics": dict(declared or {}),
+        "recipe": recipe.to_dict(),
+    }
+
+
+def train_reference(
+    entry: ReferenceEntry,
+    lm: LoadedModel,
+    registry: Registry,
+    *,
+    cache: ActivationCache | None,
+    config: HarvestConfig | None = None,
+    progress: Progress | None = None,
+) -> TrainedReference:
+    """Sweep the layers on train, fit the recipe at the chosen layer on the whole train split."""
+    from evaluator.metrics import auroc
+    from evaluator.probes import probe_from_tensors
+    from evaluator.recipes import fit_recipe
+
+    if lm.id != entry.base_model:
+        raise EvaluatorError(f"{entry.slug} reads {entry.base_model}, not {lm.id}")
+    base = entry.recipe_at(0, registry)
+    layers = entry.candidate_layers(lm.n_layers)
+    acts = train_activations(lm, registry, base, layers, cache=cache, config=config, progress=progress)
+    sweep = layer_sweep(base, acts, folds=entry.folds)
+    recipe = entry.recipe_at(sweep.chosen_layer, registry)
+    train = acts[recipe.layer]
+    tensors = fit_recipe(recipe, train.X, train.labels)
+    metadata = build_metadata(entry, recipe, sweep, registry)
+    probe = probe_from_tensors(tensors, metadata, registry=registry)  # validates
+    train_auroc = auroc(probe.score(train.X), train.labels)
+    log.info(
+        "%s: %s on %s, layer %d (cv %.3f), train auroc %.3f",
+        entry.slug,
+        recipe.method,
+        recipe.task,
+        recipe.layer,
+        sweep.best,
+        train_auroc,
+    )
+    return TrainedReference(entry, recipe, sweep, tensors, metadata, train_auroc)
+
+
+# --------------------------------------------------------------------------- evaluation and files
+
+
+def environment() -> dict[str, Any]:
+    """Library versions recorded beside the numbers."""
+    import sklearn
+    import torch
+    import transformers
+
+    return {
+        "code_version": CODE_VERSION,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scikit_learn": sklearn.__version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }
+
+
+def evaluate_reference(
+    directory: Path,
+    registry: Registry,
+    *,
+    cache_dir: str | Path,
+    reference_probe: Path | None,
+    device: str | None,
+    dtype: str | None,
+    config: HarvestConfig | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """evaluate_probe on the probe's category tasks (test, distshift, train), with the base
+    model's eval-awareness reference probe, the reproduction check, no cross-model transfer."""
+    from evaluator.evaluate import evaluate_probe
+
+    result = evaluate_probe(
+        directory,
+        registry=registry,
+        cache_dir=cache_dir,
+        reference_probe=reference_probe,
+        compute_transfer=False,
+        compute_reproduction=True,
+        latency_reps=100,
+        device=device,
+        dtype=dtype,
+        harvest_config=config,
+        progress=progress,
+    ).to_dict()
+    tasks = {
+        task_id: {k: t["metrics"][k] for k in RECORDED_TASK_METRICS}
+        | {
+            "random_direction_auroc": t["baselines"]["random_direction_auroc"],
+            "diff_of_means_auroc": t["baselines"]["diff_of_means_auroc"],
+            "split_sha256": {s: r["split_sha256"] for s, r in t["runs"].items()},
+        }
+        for task_id, t in result["tasks"].items()
+    }
+    aggregate = {
+        k: result["aggregate"][k] for k in ("auroc", "auroc_ea", "auroc_ds", "ece", "brier", "n_test")
+    }
+    repro = result.get("reproduction") or {}
+    return {
+        "tool": "evaluator.evaluate.evaluate_probe (compute_transfer=False)",
+        "reference_probe": str(reference_probe.relative_to(registry.root)) if reference_probe else None,
+        "reference_probe_sha256": result["config"].get("reference_probe_sha256"),
+        "model": result["model"],
+        "tasks": tasks,
+        "aggregate": aggregate,
+        "imputed": result["imputed"],
+        "reproduction": {k: repro.get(k) for k in ("cosine", "auroc_diff", "reproduced")} if repro else None,
+        "latency_ms": result["latency"]["probe_ms"] if isinstance(result.get("latency"), dict) else None,
+    }
+
+
+def declared_from(evaluation: dict[str, Any]) -> dict[str, float]:
+    """declared_metrics for probe.json: the measured aggregate, rounded to 4 decimals."""
+    agg = evaluation["aggregate"]
+    return {k: round(float(agg[k]), 4) for k in DECLARED if agg.get(k) is not None}
+
+
+def write_reference(
+    trained: TrainedReference,
+    registry: Registry,
+    *,
+    cache_dir: str | Path,
+    reference_probe: Path | None,
+    device: str | None,
+    dtype: str | None,
+    config: HarvestConfig | None = None,
+) -> dict[str, Any]:
+    """Write probe.safetensors + probe.json, evaluate, then add the declared metrics to
+    probe.json and write reference.json. Returns the sidecar."""
+    from evaluator.probes import load_probe, save_probe
+
+    directory = trained.entry.directory(registry.root)
+    save_probe(directory, trained.tensors, trained.metadata)
+    load_probe(directory, registry=registry)  # validates what was written
+    evaluation = evaluate_reference(
+        directory,
+        registry,
+        cache_dir=cache_dir,
+        reference_probe=reference_probe,
+        device=device,
+        dtype=dtype,
+        config=config,
+    )
+    metadata = build_metadata(
+        trained.entry, trained.recipe, trained.sweep, registry, declared=declared_from(evaluation)
+    )
+    save_probe(directory, trained.tensors, metadata)
+    probe = load_probe(directory, registry=registry)
+    sidecar = {
+        "slug": trained.entry.slug,
+        "role": trained.entry.role,
+        "artifact_sha256": probe.sha256,
+        "layer_sweep": trained.sweep.to_dict(),
+        "train_auroc": trained.train_auroc,
+        "evaluation": evaluation,
+        "environment": environment(),
+        "command": f"python -m evaluator reference-probes --only {trained.entry.slug}",
+    }
+    (directory / SIDECAR).write_text(
+        json.dumps(sidecar, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    return sidecar
+
+
+def read_sidecar(directory: Path) -> dict[str, Any]:
+    try:
+        return json.loads((directory / SIDECAR).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise EvaluatorError(f"{directory / SIDECAR}: not found (train the probe first)") from None
+
+
+# --------------------------------------------------------------------------- --check
+
+
+@dataclass
+class CheckResult:
+    slug: str
+    ok: bool
+    committed_layer: int | None
+    retrained_layer: int
+    cosine: float | None
+    max_abs_diff: float | None
+    problems: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        from evaluator.results import fields_dict
+
+        return fields_dict(self)
+
+
+def compare_artifacts(
+    slug: str, committed: dict[str, np.ndarray], committed_meta: dict[str, Any], trained: TrainedReference
+) -> CheckResult:
+    """Compare a retrained probe with the committed one (layer, recipe, tensors)."""
+    from evaluator.probes import Probe, ProbeMetadata
+
+    problems: list[str] = []
+    layer = committed_meta.get("layer")
+    if layer != trained.recipe.layer:
+        problems.append(f"layer: committed {layer}, the sweep now chooses {trained.recipe.layer}")
+    if committed_meta.get("recipe") != trained.recipe.to_dict():
+        problems.append("recipe in probe.json differs from the manifest's recipe at the chosen layer")
+    if sorted(committed) != sorted(trained.tensors):
+        problems.append(f"tensor names: committed {sorted(committed)}, retrained {sorted(trained.tensors)}")
+    cosine = max_abs = None
+    if not problems:
+        diffs = []
+        for name, new in trained.tensors.items():
+            old = np.asarray(committed[name], dtype=np.float64)
+            new = np.asarray(new, dtype=np.float64)
+            if old.shape != new.shape:
+                problems.append(f"tensor {name}: shape {old.shape} vs {new.shape}")
+                continue
+            diff = float(np.abs(old - new).max()) if old.size else 0.0
+            diffs.append(diff)
+            bound = CHECK_ATOL + CHECK_RTOL * float(np.abs(old).max() if old.size else 0.0)
+            if diff > bound:
+                problems.append(f"tensor {name}: max abs diff {diff:.3g} > {bound:.3g}")
+        max_abs = max(diffs) if diffs else 0.0
+        meta = ProbeMetadata.from_dict(committed_meta)
+
+        def direction(tensors: dict[str, np.ndarray]) -> np.ndarray | None:
+            arrays = {k: np.asarray(v, dtype=np.float64) for k, v in tensors.items()}
+            kind = "mlp" if "w1" in arrays else "linear"
+            return Probe(metadata=meta, tensors=arrays, kind=kind).direction()
+
+        a, b = direction(committed), direction(trained.tensors)
+        if a is not None and b is not None:
+            cosine = float(a @ b / ((np.linalg.norm(a) * np.linalg.norm(b)) or 1.0))
+            if cosine < CHECK_MIN_COSINE:
+                problems.append(f"direction cosine {cosine:.5f} < {CHECK_MIN_COSINE}")
+    return CheckResult(slug, not problems, layer, trained.recipe.layer, cosine, max_abs, problems)
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--only", default=None, help="comma-separated slugs (default: every manifest entry)")
+    p.add_argument("--check", action="store_true", help="retrain in memory and compare; write nothing")
+    p.add_argument("--no-evaluate", action="store_true", help="write the artifacts, skip evaluate_probe")
+    p.add_argument(
+        "--manifest", type=Path, default=None, help="default registry/reference_probes/manifest.yaml"
+    )
+    p.add_argument("--registry", type=Path, default=None, help="project root holding tasks.yaml")
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="model + activation cache (default $PROBEBENCH_CACHE_DIR, $PROBEBENCH_DATA_DIR/cache or ./var/cache)",
+    )
+    p.add_argument("--device", default="cpu", help="default cpu: the committed artifacts were made there")
+    p.add_argument("--dtype", default="float32", choices=["auto", "float32", "bfloat16"])
+
+
+def default_cache_dir() -> Path:
+    """$PROBEBENCH_CACHE_DIR, else the CLI's default ($PROBEBENCH_DATA_DIR/cache or ./var/cache)."""
+    from evaluator.train_cli import default_cache_dir as cli_default
+
+    env = os.environ.get("PROBEBENCH_CACHE_DIR")
+    return Path(env) if env else cli_default()
+
+
+def select(entries: list[ReferenceEntry], only: str | None) -> list[ReferenceEntry]:
+    if not only:
+        return entries
+    wanted = [s.strip() for s in only.split(",") if s.strip()]
+    slugs = [e.slug for e in entries]
+    for s in wanted:
+        if s not in slugs:
+            from evaluator.errors import UnknownNameError
+
+            raise UnknownNameError("reference probe", s, slugs)
+    return [e for e in entries if e.slug in wanted]
+
+
+@command("reference-probes", _args)
+def run_reference_probes(args: argparse.Namespace) -> dict[str, Any]:
+    """Retrain (and evaluate and write, or --check) the manifest's reference probes."""
+    from evaluator.activations import ActivationCache
+    from evaluator.models import load_model
+    from evaluator.probes import load_probe
+    from evaluator.registry import load_registry
+
+    reg = load_registry(args.registry)
+    entries = load_manifest(reg, args.manifest)
+    chosen = select(entries, args.only)
+    cache_dir = args.cache_dir or default_cache_dir()
+    cache = ActivationCache(cache_dir)
+    results: list[dict[str, Any]] = []
+    failures: list[str] = []
+    for entry in chosen:
+        start = time.perf_counter()
+        lm = load_model(
+            entry.base_model, registry=reg, cache_dir=cache_dir, device=args.device, dtype=args.dtype
+        )
+        trained = train_reference(entry, lm, reg, cache=cache)
+        directory = entry.directory(reg.root)
+        if args.check:
+            committed = load_probe(directory, registry=reg)
+            check = compare_artifacts(entry.slug, committed.tensors, committed.metadata.to_dict(), trained)
+            if not check.ok:
+                failures.append(f"{entry.slug}: {'; '.join(check.problems)}")
+            results.append(check.to_dict())
+            continue
+        ea = ea_reference_for(entries, entry.base_model)
+        ref_dir = ea.directory(reg.root) if (ea is not None and entry.role != "eval_awareness") else None
+        if args.no_evaluate:
+            from evaluator.probes import save_probe
+
+            save_probe(directory, trained.tensors, trained.metadata)
+            results.append(
+                {"slug": entry.slug, "layer": trained.recipe.layer, "cv_auroc": trained.sweep.best}
+            )
+            continue
+        sidecar = write_reference(
+            trained, reg, cache_dir=cache_dir, reference_probe=ref_dir, device=args.device, dtype=args.dtype
+        )
+        results.append(
+            {
+                "slug": entry.slug,
+                "base_model": entry.base_model,
+                "task": entry.task,
+                "method": entry.method,
+                "layer": trained.recipe.layer,
+                "cv_auroc": trained.sweep.best,
+                "test_auroc": sidecar["evaluation"]["tasks"][entry.task]["auroc"],
+                "aggregate": sidecar["evaluation"]["aggregate"],
+                "seconds": time.perf_counter() - start,
+            }
+        )
+    if failures:
+        raise EvaluatorError("reference probes differ from the committed artifacts:\n" + "\n".join(failures))
+    return {"check": bool(args.check), "probes": results}
