@@ -38,6 +38,17 @@ def g(value):
 
 
 @register.filter
+def sig(value, digits=4):
+    """A number with ``digits`` significant digits (latencies span 0.01 ms to seconds)."""
+    if value is None or value == "":
+        return "—"
+    try:
+        return f"{float(value):.{int(digits)}g}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@register.filter
 def pct(value, digits=0):
     if value is None:
         return "—"
@@ -232,7 +243,7 @@ def _component_cell(row, key: str, label: str, measured_only: bool) -> str:
         )
     title = label
     if c.get("raw") is not None:
-        title += f" · measured {num(c['raw'], 4)}"
+        title += f" · measured {sig(c['raw'])} ms" if key == "latency" else f" · measured {num(c['raw'], 4)}"
     if c.get("note"):
         title += f" · {c['note']}"
     mark = f'<abbr class="imp-mark" title="imputed: {_e(c.get("note"))}">*</abbr>' if c.get("imputed") else ""

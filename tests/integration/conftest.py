@@ -93,3 +93,62 @@ def wait_for(predicate, *, timeout: float, interval: float = 0.5, what: str = "c
         time.sleep(interval)
     logs = "\n".join(f"--- {w.name}\n{w.output()[-3000:]}" for w in workers)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{logs}")
+
+
+# --------------------------------------------------------------------------- a small real registry
+
+SOURCE = "smollm2-135m-instruct"
+TARGET = "all-minilm-l6-v2"
+
+
+@pytest.fixture(scope="session")
+def mini_root(tmp_path_factory):
+    from tests.integration.mini_registry import build_mini_registry
+
+    return build_mini_registry(tmp_path_factory.mktemp("registry"))
+
+
+def train_probe(registry: Path, out: Path, *, task: str, layer: int = 12, method: str = "logistic_regression") -> Path:
+    """A real probe trained with the evaluator's CLI on the small registry."""
+    cache = os.environ["PROBEBENCH_CACHE_DIR"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaluator", "train", "--registry", str(registry), "--cache-dir", cache,
+         "--task", task, "--model", SOURCE, "--layer", str(layer), "--method", method, "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="session")
+def trained(mini_root, tmp_path_factory):
+    """Real probes on SmolLM2: the eval-awareness reference and a truth probe."""
+    base = tmp_path_factory.mktemp("probes")
+    return {
+        "reference": train_probe(mini_root, base / "ref", task="benchmark-vs-user-v1"),
+        "truth": train_probe(mini_root, base / "truth", task="cities-truth-v1"),
+    }
+
+
+@pytest.fixture
+def mini(mini_root, settings, worker_env):
+    """The small registry in this test's database, for this process and its workers."""
+    from django.core.management import call_command
+
+    settings.REGISTRY_ROOT = mini_root
+    settings.ENABLED_MODELS = [SOURCE, TARGET]
+    worker_env["PROBEBENCH_REGISTRY_ROOT"] = str(mini_root)
+    worker_env["PROBEBENCH_MODELS"] = f"{SOURCE},{TARGET}"
+    call_command("sync_registry", verbosity=0)
+    return mini_root
+
+
+def submit_dir(user, probe_dir: Path, **kwargs):
+    """Submit a probe directory through the submission service."""
+    import json
+
+    from leaderboard.services import submission_create
+
+    with open(probe_dir / "probe.safetensors", "rb") as fh:
+        return submission_create(user=user, artifact=fh, metadata=json.loads((probe_dir / "probe.json").read_text()),
+                                 **kwargs)
