@@ -11,7 +11,7 @@ Findings checked (papers 000 and 003 in ../shared/papers):
    (grouped cross-validation) and on test.
 
 Every probe's layer is chosen on the train split only (``evaluator.reference_probes.layer_sweep``:
-5-fold grouped, stratified CV, highest mean AUROC, ties to the lower layer). Test numbers at
+5-fold grouped, stratified CV, highest mean AUROC, ties broken by held-out log-loss). Test numbers at
 every layer are reported for the layer curves only, never used to choose. Activations come from
 the shared activation cache (filled on the first run; one harvest per split, all layers).
 
@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 from evaluator.activations import ActivationCache, SplitActivations  # noqa: E402
 from evaluator.metrics import auroc  # noqa: E402
 from evaluator.recipes import Recipe, fit_recipe  # noqa: E402
-from evaluator.reference_probes import choose_layer, cv_auroc, grouped_folds, train_activations  # noqa: E402
+from evaluator.reference_probes import choose_layer, cv_score, grouped_folds, train_activations  # noqa: E402
 from evaluator.registry import Registry, load_registry  # noqa: E402
 
 log = logging.getLogger("replication")
@@ -73,19 +73,21 @@ def curves(
     layers = sorted(train)
     first = train[layers[0]]
     folds = grouped_folds(first.labels, first.groups, FOLDS, recipe.seed)
-    cv_mean, cv_std, test_auroc = [], [], []
+    cv_mean, cv_std, cv_loss, test_auroc = [], [], [], []
     for layer in layers:
         r = recipe.at_layer(layer)
-        m, s = cv_auroc(r, train[layer].X, train[layer].labels, folds)
+        cv = cv_score(r, train[layer].X, train[layer].labels, folds)
         t = fit_recipe(r, train[layer].X, train[layer].labels)
-        cv_mean.append(m)
-        cv_std.append(s)
+        cv_mean.append(cv.auroc)
+        cv_std.append(cv.auroc_std)
+        cv_loss.append(cv.log_loss)
         test_auroc.append(auroc(score(t, test[layer].X), test[layer].labels))
-    chosen = choose_layer(layers, cv_mean)
+    chosen = choose_layer(layers, cv_mean, cv_loss)
     return {
         "layers": layers,
         "cv_auroc": cv_mean,
         "cv_auroc_std": cv_std,
+        "cv_log_loss": cv_loss,
         "test_auroc": test_auroc,
         "chosen_layer": chosen,
         "cv_at_chosen": cv_mean[layers.index(chosen)],

@@ -11,8 +11,9 @@ the task's train split only** (:func:`layer_sweep`):
 - 5-fold grouped, stratified cross-validation on train (``StratifiedGroupKFold``, shuffled with
   the recipe seed; a row's ``group`` never straddles two folds), the recipe fitted on four folds
   and scored on the fifth;
-- the chosen layer has the highest mean fold AUROC, rounded to 3 decimals; ties go to the lower
-  layer (a shorter forward pass). test, distshift and holdout are never read to choose.
+- the chosen layer has the highest mean held-out AUROC (rounded to 3 decimals); ties, common
+  where a task saturates at 1.000, are broken by the lowest mean held-out log-loss (rounded to
+  4 decimals), then by the lower layer. test, distshift and holdout are never read to choose.
 
 Then the recipe is fitted on the whole train split at that layer, written with
 :func:`evaluator.probes.save_probe` (``probe.safetensors`` + ``probe.json``, the submission
@@ -65,6 +66,12 @@ LICENSE = "Apache-2.0"
 AUTHORS = ("ProbeBench maintainers",)
 SWEEP_FOLDS = 5
 SWEEP_DECIMALS = 3
+LOG_LOSS_DECIMALS = 4
+SWEEP_RULE = (
+    f"highest mean held-out AUROC over the folds (rounded to {SWEEP_DECIMALS} decimals); ties broken by"
+    f" the lowest mean held-out log-loss of sigmoid(s) (rounded to {LOG_LOSS_DECIMALS} decimals), then"
+    " the lower layer"
+)
 #: --check: a retrained artifact matches the committed one when its direction has at least this
 #: cosine with the committed one and every tensor is within atol + rtol·max|tensor|
 CHECK_MIN_COSINE = 0.999
@@ -230,21 +237,31 @@ def ea_reference_for(entries: Sequence[ReferenceEntry], base_model: str) -> Refe
 # --------------------------------------------------------------------------- the layer sweep
 
 
+@dataclass(frozen=True)
+class CVScore:
+    """Held-out numbers of one recipe at one layer, over the folds."""
+
+    auroc: float  # mean fold AUROC
+    auroc_std: float
+    log_loss: float  # mean fold cross-entropy of p = sigmoid(s)
+
+
 @dataclass
 class SweepResult:
-    """Grouped cross-validation AUROC on the train split at every candidate layer."""
+    """Grouped cross-validation on the train split at every candidate layer."""
 
     task_id: str
     method: str
     layers: list[int]
     cv_auroc: list[float]  # mean over folds
     cv_auroc_std: list[float]
+    cv_log_loss: list[float]
     folds: int
     seed: int
     n_train: int
     n_groups: int
     chosen_layer: int
-    rule: str = f"highest mean fold AUROC rounded to {SWEEP_DECIMALS} decimals; ties to the lower layer"
+    rule: str = SWEEP_RULE
 
     def to_dict(self) -> dict[str, Any]:
         from evaluator.results import fields_dict
@@ -271,32 +288,43 @@ def grouped_folds(
     return [(fit, held) for fit, held in splitter.split(np.zeros(y.size), y, groups=list(groups))]
 
 
-def cv_auroc(
-    recipe: Recipe, X: np.ndarray, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]]
-) -> tuple[float, float]:
-    """Mean and standard deviation over ``folds`` of the recipe's held-out AUROC."""
-    from evaluator.metrics import auroc
+def score_tensors(recipe: Recipe, tensors: dict[str, np.ndarray], X: np.ndarray) -> np.ndarray:
+    """s(x) of freshly fitted recipe tensors, exactly as :class:`evaluator.probes.Probe` scores."""
     from evaluator.probes import Probe, ProbeMetadata
+
+    arrays = {k: np.asarray(v, dtype=np.float64) for k, v in tensors.items()}
+    kind = "mlp" if "w1" in arrays else "linear"
+    meta = ProbeMetadata(
+        "cv", "eval_awareness", "-", recipe.layer, recipe.position, recipe.input, "logit", "-"
+    )
+    return Probe(metadata=meta, tensors=arrays, kind=kind).score(X)
+
+
+def cv_score(
+    recipe: Recipe, X: np.ndarray, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]]
+) -> CVScore:
+    """The recipe fitted on each fold's fit rows and scored on its held-out rows."""
+    from evaluator.metrics import auroc, sigmoid
     from evaluator.recipes import fit_recipe
 
-    scores = []
+    aurocs, losses = [], []
     for fit, held in folds:
-        tensors = fit_recipe(recipe, X[fit], y[fit])
-        arrays = {k: np.asarray(v, dtype=np.float64) for k, v in tensors.items()}
-        kind = "mlp" if "w1" in arrays else "linear"
-        meta = ProbeMetadata(
-            "cv", "hallucination", "-", recipe.layer, recipe.position, recipe.input, "logit", "-"
-        )
-        s = Probe(metadata=meta, tensors=arrays, kind=kind).score(X[held])
-        scores.append(auroc(s, y[held]))
-    return float(np.mean(scores)), float(np.std(scores))
+        s = score_tensors(recipe, fit_recipe(recipe, X[fit], y[fit]), X[held])
+        p = np.clip(sigmoid(s), 1e-12, 1 - 1e-12)
+        t = y[held]
+        aurocs.append(auroc(s, t))
+        losses.append(float(-np.mean(t * np.log(p) + (1 - t) * np.log(1 - p))))
+    return CVScore(float(np.mean(aurocs)), float(np.std(aurocs)), float(np.mean(losses)))
 
 
-def choose_layer(layers: Sequence[int], means: Sequence[float], decimals: int = SWEEP_DECIMALS) -> int:
-    """The layer with the highest rounded mean CV AUROC; ties go to the lower layer."""
-    rounded = [round(m, decimals) for m in means]
-    best = max(rounded)
-    return min(layer for layer, r in zip(layers, rounded, strict=True) if r == best)
+def choose_layer(layers: Sequence[int], aurocs: Sequence[float], log_losses: Sequence[float]) -> int:
+    """:data:`SWEEP_RULE`: highest rounded mean CV AUROC, then lowest rounded CV log-loss, then
+    the lower layer."""
+    keyed = [
+        (-round(a, SWEEP_DECIMALS), round(loss, LOG_LOSS_DECIMALS), layer)
+        for layer, a, loss in zip(layers, aurocs, log_losses, strict=True)
+    ]
+    return min(keyed)[2]
 
 
 def layer_sweep(
@@ -313,26 +341,35 @@ def layer_sweep(
         raise EvaluatorError(f"the layer sweep reads the train split only, got {first.split}")
     y = first.labels
     split_folds = grouped_folds(y, first.groups, folds, recipe.seed)
-    means, stds = [], []
+    scores: list[CVScore] = []
     for layer in layers:
         acts = train_by_layer[layer]
         if acts.ids != first.ids:
             raise EvaluatorError("layer sweep: the layers hold different rows")
-        mean, std = cv_auroc(recipe.at_layer(layer), acts.X, y, split_folds)
-        means.append(mean)
-        stds.append(std)
-        log.info("sweep %s %s layer %d: cv auroc %.4f ± %.4f", recipe.task, recipe.method, layer, mean, std)
+        cv = cv_score(recipe.at_layer(layer), acts.X, y, split_folds)
+        scores.append(cv)
+        log.info(
+            "sweep %s %s layer %d: cv auroc %.4f ± %.4f, log-loss %.4f",
+            recipe.task,
+            recipe.method,
+            layer,
+            cv.auroc,
+            cv.auroc_std,
+            cv.log_loss,
+        )
+    aurocs, losses = [c.auroc for c in scores], [c.log_loss for c in scores]
     return SweepResult(
         task_id=recipe.task,
         method=recipe.method,
         layers=layers,
-        cv_auroc=means,
-        cv_auroc_std=stds,
+        cv_auroc=aurocs,
+        cv_auroc_std=[c.auroc_std for c in scores],
+        cv_log_loss=losses,
         folds=folds,
         seed=recipe.seed,
         n_train=len(first.ids),
         n_groups=len(set(first.groups)),
-        chosen_layer=choose_layer(layers, means),
+        chosen_layer=choose_layer(layers, aurocs, losses),
     )
 
 
@@ -384,9 +421,9 @@ def layer_sentence(entry: ReferenceEntry, sweep: SweepResult) -> str:
     return (
         f"Layer {sweep.chosen_layer} was chosen by a layer sweep on the {entry.task} train split only:"
         f" {sweep.folds}-fold grouped, stratified cross-validation (seed {sweep.seed}) of this recipe at"
-        f" every layer {sweep.layers[0]}..{sweep.layers[-1]}, highest mean fold AUROC"
-        f" ({sweep.best:.3f}; ties to the lower layer). Test, distshift and holdout splits were not"
-        " used to choose."
+        f" every layer {sweep.layers[0]}..{sweep.layers[-1]}, highest mean held-out AUROC"
+        f" ({sweep.best:.3f}; ties broken by held-out log-loss, then the lower layer). Test, distshift"
+        " and holdout splits were not used to choose."
     )
 
 

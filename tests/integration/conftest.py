@@ -32,7 +32,7 @@ class WorkerProcess:
         cmd = [sys.executable, "-m", "celery", "-A", "probebench", "worker", "-Q", self.queues,
                "--concurrency", "1", "--pool", "solo", "--hostname", f"{self.name}@%h", "--loglevel", "INFO",
                "--without-gossip", "--without-mingle", "--without-heartbeat"]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self.log.open("ab"),
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self.log.open("wb"),
                                      stderr=subprocess.STDOUT, start_new_session=True)
         return self
 
