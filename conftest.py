@@ -11,6 +11,8 @@ import os
 
 import pytest
 
+pytest_plugins = ["tests.workers"]
+
 
 def pytest_collection_modifyitems(config, items):
     have_pg = os.environ.get("DATABASE_URL", "").startswith("postgres")
@@ -22,3 +24,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_pg)
         if "redis" in item.keywords and not have_redis:
             item.add_marker(skip_redis)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Remove this session's data directory (tests/env_defaults.py), unless it was given."""
+    import shutil
+    from pathlib import Path
+
+    data_dir = Path(os.environ.get("PROBEBENCH_DATA_DIR", ""))
+    if data_dir.name == f"session-{os.getpid()}":
+        shutil.rmtree(data_dir, ignore_errors=True)

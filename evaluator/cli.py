@@ -109,6 +109,44 @@ def run_metrics(args: argparse.Namespace) -> dict:
     return summarize(cols["score"], labels, probs=cols.get("prob"), ref_scores=cols.get("ref_score"))
 
 
+# --------------------------------------------------------------------------- text-hashes
+
+
+def _text_hashes_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", type=Path,
+                   help="JSONL files with a 'text' field per line (or plain text, one text per line, with --lines)")
+    p.add_argument("--lines", action="store_true", help="the files hold one text per line")
+
+
+@command("text-hashes", _text_hashes_args)
+def run_text_hashes(args: argparse.Namespace) -> dict:
+    """The normalised-text hashes to declare external training data with
+    (metadata ``training_data.text_sha256``; see evaluator/leakage.py)."""
+    from evaluator.leakage import text_hash
+
+    hashes: set[str] = set()
+    n = 0
+    for path in args.files:
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            raise EvaluatorError(f"{path}: file not found") from None
+        for line_no, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            if args.lines:
+                text = line
+            else:
+                try:
+                    text = json.loads(line)["text"]
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    raise EvaluatorError(f"{path}: line {line_no} is not a JSON object with a 'text' field"
+                                         " (use --lines for plain text)") from None
+            hashes.add(text_hash(str(text)))
+            n += 1
+    return {"texts": n, "text_sha256": sorted(hashes)}
+
+
 # --------------------------------------------------------------------------- entry point
 
 

@@ -68,38 +68,53 @@ def _seed(task_id: str, quarter: str) -> int:
 
 def mint_holdout(
     *, task_id: str, quarter: str, pool: list[dict], used_ids: set[str] | frozenset = frozenset(),
-    size: int = DEFAULT_SIZE,
+    size: int = DEFAULT_SIZE, forbidden_texts: set[str] | frozenset = frozenset(),
 ) -> Holdout:
-    """Sample ``size`` rows (half per label where the pool allows) from ``pool``.
+    """Sample about ``size`` rows (half per label where the pool allows) from ``pool``.
 
-    Groups are the sampling unit. Unused groups are preferred; only when they cannot fill a label's
-    half are already-used groups drawn (counted in ``reused_rows``). Deterministic for a given
-    (task_id, quarter, pool, used_ids, size).
+    Groups are the sampling unit: the rows of one group (a true/false pair, say) are taken
+    together, and a group is taken only while every label it holds still needs rows, so the
+    holdout stays label-balanced. Groups with no row in ``used_ids`` (earlier quarters'
+    holdouts) come first, in an order seeded by (task_id, quarter); only when they cannot fill
+    the holdout are used groups drawn (counted in ``reused_rows``). A row whose normalised text
+    is in ``forbidden_texts`` (the hashes of the task's train/test/distshift texts, see
+    :func:`evaluator.leakage.text_hash`) is never drawn, nor is its group. Deterministic for a
+    given (task_id, quarter, pool, used_ids, size, forbidden_texts).
     """
+    from evaluator.leakage import text_hash
+
     quarter_validate(quarter)
+    if size < 2:
+        raise EvaluatorError(f"task {task_id}: a holdout needs at least 2 rows, not {size}")
     if not pool:
         raise EvaluatorError(f"task {task_id}: the holdout pool is empty")
     groups: dict[str, list[dict]] = defaultdict(list)
     for row in pool:
         groups[str(row.get("group", row["id"]))].append(row)
+    if forbidden_texts:
+        groups = {g: rows for g, rows in groups.items()
+                  if not any(text_hash(r.get("text", "")) in forbidden_texts for r in rows)}
+    names = sorted(groups)
+    stale_set = {g for g in names if any(r["id"] in used_ids for r in groups[g])}
+    fresh = [g for g in names if g not in stale_set]
+    stale = [g for g in names if g in stale_set]
     rng = np.random.default_rng(_seed(task_id, quarter))
+    order = [fresh[i] for i in rng.permutation(len(fresh))] + [stale[i] for i in rng.permutation(len(stale))]
+    want = {0: size // 2, 1: size - size // 2}
+    have = {0: 0, 1: 0}
     chosen: list[dict] = []
     reused = 0
-    for label in (0, 1):
-        # a group counts toward the label of its first row; groups are usually single-label
-        names = sorted(g for g, rows in groups.items() if rows[0]["label"] == label)
-        fresh = [g for g in names if not any(r["id"] in used_ids for r in groups[g])]
-        stale = [g for g in names if g not in set(fresh)]
-        order = [fresh[i] for i in rng.permutation(len(fresh))] + [stale[i] for i in rng.permutation(len(stale))]
-        want, taken = size // 2, 0
-        for g in order:
-            if taken >= want:
-                break
-            rows = [r for r in groups[g] if r["label"] == label] or groups[g]
-            chosen.extend(rows)
-            taken += len(rows)
-            if g in stale:
-                reused += len(rows)
+    for g in order:
+        if have[0] >= want[0] and have[1] >= want[1]:
+            break
+        labels = [int(r["label"]) for r in groups[g]]
+        if any(have[label] >= want[label] for label in set(labels)):
+            continue
+        chosen.extend(groups[g])
+        for label in labels:
+            have[label] += 1
+        if g in stale_set:
+            reused += len(groups[g])
     if len({r["label"] for r in chosen}) < 2:
         raise EvaluatorError(f"task {task_id}: the holdout pool does not hold both labels")
     chosen.sort(key=lambda r: r["id"])

@@ -91,6 +91,9 @@ class TaskSpec:
     splits: dict[str, SplitSpec]
     status: str = "active"
     superseded_by: str | None = None
+    #: the task this one refreshes: both run side by side for one re-evaluation cycle, after
+    #: which the old one is superseded (by the cycle, in the database; see registry_sync)
+    supersedes: str | None = None
     minted: str = ""
     card: str = ""  # path of the markdown task card, relative to the root
     caveats: str = ""
@@ -307,6 +310,7 @@ def load_tasks(path: Path) -> tuple[dict[str, Category], dict[str, TaskSpec]]:
             splits={n: _load_split(task_id, n, s, where) for n, s in splits_in.items()},
             status=status,
             superseded_by=entry.get("superseded_by"),
+            supersedes=entry.get("supersedes"),
             minted=str(minted),
             card=entry.get("card", ""),
             caveats=entry.get("caveats", ""),
@@ -316,7 +320,38 @@ def load_tasks(path: Path) -> tuple[dict[str, Category], dict[str, TaskSpec]]:
             raise RegistryError(
                 f"{where}: task {task.id} is superseded by {task.superseded_by!r}, which is not a task"
             )
+    _check_supersessions(tasks, where)
     return categories, tasks
+
+
+def _check_supersessions(tasks: dict[str, TaskSpec], where: str) -> None:
+    """``supersedes: old-id`` names an existing task of the same category that no other task
+    supersedes, and agrees with the old task's own ``superseded_by`` if it has one."""
+    claimed: dict[str, str] = {}
+    for task in tasks.values():
+        old_id = task.supersedes
+        if old_id is None:
+            continue
+        if not isinstance(old_id, str) or old_id not in tasks:
+            raise RegistryError(f"{where}: task {task.id} supersedes {old_id!r}, which is not a task")
+        if old_id == task.id:
+            raise RegistryError(f"{where}: task {task.id} cannot supersede itself")
+        if task.status != "active":
+            raise RegistryError(f"{where}: task {task.id} supersedes {old_id} but is not active itself")
+        old = tasks[old_id]
+        if old.category != task.category:
+            raise RegistryError(
+                f"{where}: task {task.id} ({task.category}) supersedes {old_id} ({old.category});"
+                " a refreshed task keeps its category"
+            )
+        if old_id in claimed:
+            raise RegistryError(f"{where}: task {old_id} is superseded by both {claimed[old_id]} and {task.id}")
+        if old.superseded_by not in (None, task.id):
+            raise RegistryError(
+                f"{where}: task {task.id} supersedes {old_id}, but {old_id} says superseded_by"
+                f" {old.superseded_by}"
+            )
+        claimed[old_id] = task.id
 
 
 def load_licenses(path: Path) -> dict[str, LicenseSpec]:

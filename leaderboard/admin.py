@@ -2,7 +2,8 @@
 ``sync_registry``); measured rows (runs, scores) are read-only (only the workers write them)."""
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 
 from leaderboard import models as m
 from leaderboard.errors import ServiceError
@@ -133,16 +134,14 @@ class CycleResultInline(admin.TabularInline):
         return False
 
 
-class CycleStartForm(forms.ModelForm):
-    class Meta:
-        model = m.ReevaluationCycle
-        fields = ("quarter",)
+class CycleStartForm(forms.Form):
+    quarter = forms.CharField(max_length=6, help_text="e.g. 2026Q4: one cycle per quarter")
 
     def clean_quarter(self):
         from evaluator.errors import EvaluatorError
         from evaluator.holdouts import quarter_validate
 
-        quarter = self.cleaned_data["quarter"]
+        quarter = self.cleaned_data["quarter"].strip()
         try:
             quarter_validate(quarter)
         except EvaluatorError as exc:
@@ -152,20 +151,15 @@ class CycleStartForm(forms.ModelForm):
 
 @admin.register(m.ReevaluationCycle)
 class ReevaluationCycleAdmin(admin.ModelAdmin):
-    """Start a quarterly cycle with "Add" (the quarter only); everything else is read-only."""
+    """Start a quarterly cycle with "Add" (the quarter only); everything else is read-only.
+
+    The start runs outside the admin's own transaction, so that a cycle stopped by a split file
+    that does not match tasks.yaml stays recorded (failed, with the reason) for the public."""
 
     list_display = ("quarter", "status", "triggered_by", "started_at", "finished_at", "run_progress")
     inlines = [CycleResultInline]
-    readonly_fields = ("quarter", "status", "triggered_by", "holdouts", "diff", "error", "started_at", "finished_at")
-
-    def get_form(self, request, obj=None, **kwargs):
-        if obj is None:
-            kwargs["form"] = CycleStartForm
-            kwargs["fields"] = ("quarter",)
-        return super().get_form(request, obj, **kwargs)
-
-    def get_readonly_fields(self, request, obj=None):
-        return () if obj is None else self.readonly_fields
+    readonly_fields = ("quarter", "status", "run_progress", "triggered_by", "holdouts", "diff", "error",
+                       "started_at", "finished_at")
 
     def get_inlines(self, request, obj):
         return self.inlines if obj is not None else []
@@ -185,27 +179,28 @@ class ReevaluationCycleAdmin(admin.ModelAdmin):
         done = obj.runs.filter(status__in=["succeeded", "failed"]).count()
         return f"{done}/{total}"
 
-    def save_model(self, request, obj, form, change):
+    def add_view(self, request, form_url="", extra_context=None):
+        from django.shortcuts import redirect
+        from django.template.response import TemplateResponse
+
         from leaderboard.reevaluation import reevaluation_start
 
-        try:
-            cycle = reevaluation_start(quarter=obj.quarter, by=request.user)
-        except ServiceError as exc:
-            self.message_user(request, exc.message, level="error")
-            raise _CycleNotStarted from None
-        obj.pk = cycle.pk
-
-    def add_view(self, request, form_url="", extra_context=None):
-        try:
-            return super().add_view(request, form_url, extra_context)
-        except _CycleNotStarted:
-            from django.shortcuts import redirect
-
-            return redirect("admin:leaderboard_reevaluationcycle_changelist")
-
-
-class _CycleNotStarted(Exception):
-    pass
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = CycleStartForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            quarter = form.cleaned_data["quarter"]
+            try:
+                cycle = reevaluation_start(quarter=quarter, by=request.user)
+            except ServiceError as exc:
+                self.message_user(request, exc.message, level=messages.ERROR)
+                return redirect("admin:leaderboard_reevaluationcycle_changelist")
+            self.message_user(request, f"cycle {quarter} started: {len(cycle.holdouts)} holdout(s) minted,"
+                                       f" {cycle.runs.count()} run(s) queued", level=messages.SUCCESS)
+            return redirect("admin:leaderboard_reevaluationcycle_change", cycle.pk)
+        context = {**self.admin_site.each_context(request), "title": "Start a quarterly re-evaluation",
+                   "form": form, "opts": self.model._meta}
+        return TemplateResponse(request, "admin/leaderboard/cycle_start.html", context)
 
 
 @admin.register(m.ReferenceUpdate)
@@ -213,26 +208,90 @@ class ReferenceUpdateAdmin(ReadOnlyAdmin):
     list_display = ("base_model", "old_version", "new_version", "status", "created_at")
 
 
+class LeakageOpenForm(forms.ModelForm):
+    """A maintainer opens a record by hand: which probe (and version), what, and the evidence."""
+
+    class Meta:
+        model = m.LeakageRecord
+        fields = ("probe", "probe_version", "summary", "evidence")
+
+    def clean(self):
+        data = super().clean()
+        version = data.get("probe_version")
+        if version is not None and data.get("probe") is not None and version.probe_id != data["probe"].pk:
+            self.add_error("probe_version", "this version belongs to another probe")
+        if not data.get("evidence"):
+            self.add_error("evidence", 'a record opened by hand needs evidence, e.g. {"overlap": [...], "source": "..."}')
+        return data
+
+
+class LeakageReviewForm(forms.ModelForm):
+    """An open record: edit the public note, then confirm (public and permanent) or dismiss."""
+
+    decision = forms.ChoiceField(
+        choices=[("", "keep open"), ("confirm", "confirm: public and permanent"), ("dismiss", "dismiss")],
+        required=False, help_text="confirming needs a public note and can never be undone",
+    )
+
+    class Meta:
+        model = m.LeakageRecord
+        fields = ("summary", "evidence", "public_note")
+
+    def clean(self):
+        data = super().clean()
+        if data.get("decision") == "confirm" and not (data.get("public_note") or "").strip():
+            self.add_error("public_note", "confirming a leakage record needs a public note")
+        return data
+
+
 @admin.register(m.LeakageRecord)
 class LeakageRecordAdmin(admin.ModelAdmin):
-    """Review: confirm (public, permanent) or dismiss. A confirmed record is read-only for everyone."""
+    """Open a record by hand (with evidence); review an open one: confirm (public, permanent) or
+    dismiss. Reviewed records are view-only for everyone, and confirmed ones cannot be deleted (the
+    model layer and the database refuse too)."""
 
     list_display = ("id", "probe", "source", "rule", "status", "created_at", "reviewed_by")
-    list_filter = ("status", "source")
+    list_filter = ("status", "source", "rule")
     search_fields = ("probe__slug", "summary")
-    fields = ("probe", "probe_version", "source", "rule", "summary", "evidence", "status",
-              "public_note", "opened_by", "reviewed_by", "created_at", "reviewed_at")
+    actions = ["confirm_selected", "dismiss_selected"]
+    REVIEW_FIELDS = ("probe", "probe_version", "source", "rule", "status", "summary", "evidence", "public_note",
+                     "decision", "opened_by", "reviewed_by", "created_at", "reviewed_at")
+    EDITABLE_WHILE_OPEN = ("summary", "evidence", "public_note", "decision")
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        kwargs["form"] = LeakageOpenForm if obj is None else LeakageReviewForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return LeakageOpenForm.Meta.fields
+        if obj.status == m.LeakageRecord.Status.OPEN:
+            return self.REVIEW_FIELDS
+        return tuple(f for f in self.REVIEW_FIELDS if f != "decision")
 
     def get_readonly_fields(self, request, obj=None):
-        if obj is not None and obj.status == m.LeakageRecord.Status.CONFIRMED:
-            return self.fields
-        return ("source", "rule", "opened_by", "reviewed_by", "created_at", "reviewed_at", "status")
+        if obj is None:
+            return ()
+        editable = self.EDITABLE_WHILE_OPEN if obj.status == m.LeakageRecord.Status.OPEN else ()
+        return tuple(f for f in self.get_fields(request, obj) if f not in editable)
+
+    def has_change_permission(self, request, obj=None):
+        if obj is not None and obj.status != m.LeakageRecord.Status.OPEN:
+            return False  # reviewed: view only
+        return super().has_change_permission(request, obj)
 
     def has_delete_permission(self, request, obj=None):
-        return obj is None or obj.status != m.LeakageRecord.Status.CONFIRMED
+        if obj is not None and obj.status == m.LeakageRecord.Status.CONFIRMED:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        if queryset.filter(status=m.LeakageRecord.Status.CONFIRMED).exists():
+            raise PermissionDenied("confirmed leakage records cannot be deleted")
+        super().delete_queryset(request, queryset)
 
     def save_model(self, request, obj, form, change):
-        from leaderboard.services import leakage_record_open
+        from leaderboard.services import leakage_record_open, leakage_record_review
 
         if not change:
             record = leakage_record_open(
@@ -240,21 +299,26 @@ class LeakageRecordAdmin(admin.ModelAdmin):
                 evidence=obj.evidence, opened_by=request.user,
             )
             obj.pk = record.pk
-        else:
-            super().save_model(request, obj, form, change)
+            return
+        super().save_model(request, obj, form, change)  # the edits of an open record
+        decision = form.cleaned_data.get("decision")
+        if decision:
+            leakage_record_review(record=obj, by=request.user, confirm=decision == "confirm", note=obj.public_note)
+            obj.refresh_from_db()
 
-    actions = ["confirm_selected", "dismiss_selected"]
-
-    @admin.action(description="Confirm selected records (public and permanent)")
+    @admin.action(description="Confirm selected records (public and permanent; each needs its public note)")
     def confirm_selected(self, request, queryset):
-        from leaderboard.services import leakage_record_review
-
-        for record in queryset.filter(status=m.LeakageRecord.Status.OPEN):
-            leakage_record_review(record=record, by=request.user, confirm=True, note=record.public_note)
+        self._review(request, queryset, confirm=True)
 
     @admin.action(description="Dismiss selected records")
     def dismiss_selected(self, request, queryset):
+        self._review(request, queryset, confirm=False)
+
+    def _review(self, request, queryset, *, confirm: bool) -> None:
         from leaderboard.services import leakage_record_review
 
         for record in queryset.filter(status=m.LeakageRecord.Status.OPEN):
-            leakage_record_review(record=record, by=request.user, confirm=False, note=record.public_note)
+            try:
+                leakage_record_review(record=record, by=request.user, confirm=confirm, note=record.public_note)
+            except ServiceError as exc:
+                self.message_user(request, f"record {record.pk}: {exc.message}", level=messages.ERROR)

@@ -659,6 +659,8 @@ class CycleDetailOutput(serializers.Serializer):
     started_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
     holdouts = serializers.DictField(help_text="task → the holdout minted this quarter (path, rows, sha256)")
+    progress = inline_serializer("CycleProgress", fields={
+        "total": serializers.IntegerField(), "done": serializers.IntegerField(), "failed": serializers.IntegerField()})
     diff = serializers.DictField(help_text="the public diff")
     results = CycleResultRowOutput(many=True)
 
@@ -683,7 +685,7 @@ class ReevaluationDetailApi(PublicReadApi):
         if found is None:
             raise NotFound(f"no re-evaluation cycle {quarter!r}")
         cycle, results = found
-        fields = ("quarter", "status", "error", "started_at", "finished_at", "diff")
+        fields = ("quarter", "status", "error", "started_at", "finished_at", "progress", "diff")
         payload = {f: getattr(cycle, f) for f in fields} | {
             "holdouts": _public_holdouts(cycle.holdouts),
             "results": results,

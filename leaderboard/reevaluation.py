@@ -1,10 +1,19 @@
-"""Quarterly re-evaluation (SPEC.md §5 norm 4, §6): writes for cycles, diffs, badges, deprecation.
+"""Quarterly re-evaluation (SPEC.md §5 norm 4, §6): writes for cycles, diffs, badges, deprecation,
+task supersession and eval-awareness reference updates.
 
-    reevaluation_start   verify every split hash, mint each task's holdout, plan a holdout run of
-                         every active probe on every task of its category, dispatch them
-    cycle_advance        once every run of the cycle is finished: compare each probe with its
-                         reference AUROC, publish the diff, deprecate, award stability badges,
-                         open leakage records for review
+    reevaluation_start       one cycle per quarter: verify every split file against tasks.yaml,
+                             mint each task's holdout, plan a holdout run of every active probe on
+                             every active task of its category, dispatch them
+    cycle_advance            once every run of the cycle is finished: compare each probe with its
+                             reference AUROC, publish the diff, deprecate, award stability badges,
+                             open leakage records, retire superseded tasks
+    reference_update_start   a new eval-awareness reference version was scored: have it score the
+                             dependents' test items
+    reference_update_advance then recompute every dependent auroc_ea and ProbeScore from stored
+                             per-example scores (no model) and publish the diff
+
+The reference AUROC of a version is its test AUROC when it was scored (``reference_auroc``); every
+cycle compares the fresh holdout AUROC with that same number, so a slow decline accumulates.
 """
 
 from __future__ import annotations
@@ -12,14 +21,16 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from evaluator import CODE_VERSION, metrics
-from evaluator.errors import EvaluatorError, RegistryError
+from evaluator.errors import EvaluatorError
 from evaluator.holdouts import mint_holdout, quarter_validate, read_rows
+from evaluator.registry import Registry
 from leaderboard.errors import Conflict, ServiceError
 from leaderboard.models import (
     CycleResult,
@@ -27,13 +38,16 @@ from leaderboard.models import (
     Probe,
     ProbeVersion,
     ReevaluationCycle,
+    ReferenceUpdate,
     Submission,
     Task,
+    TaskSplit,
 )
 from leaderboard.registry_sync import registry_load
 
 log = logging.getLogger(__name__)
 Run = EvaluationRun
+Cycle = ReevaluationCycle
 Outcome = CycleResult.Outcome
 
 DIFF_POINTS = 5.0  # a drop above this is listed in the public diff
@@ -41,6 +55,7 @@ DEPRECATE_POINTS = 10.0  # a drop above this deprecates the entry
 LEAKAGE_POINTS = 10.0  # test AUROC above holdout AUROC by more than this opens a leakage record
 STABILITY_MIN_QUARTERS = 2
 HOLDOUT_SPLIT = "holdout"
+TEST_OVER_HOLDOUT_RULE = "test_exceeds_holdout"
 
 
 def outcome_for(drop_points: float) -> str:
@@ -56,175 +71,283 @@ def holdout_path(quarter: str, task_id: str) -> Path:
     return Path(settings.DATA_DIR) / "holdouts" / quarter / f"{task_id}.jsonl"
 
 
-def scored_versions():
+def scored_versions() -> list[ProbeVersion]:
     """The entries a cycle re-evaluates: the latest scored version of every active probe."""
+    return [v for v in scored_versions_all() if v.probe.status == Probe.Status.ACTIVE]
+
+
+def scored_versions_all() -> list[ProbeVersion]:
+    """The latest scored version of every probe, active or deprecated."""
     latest: dict[int, ProbeVersion] = {}
-    qs = (
-        ProbeVersion.objects.filter(submission__status=Submission.Status.SCORED, probe__status=Probe.Status.ACTIVE)
-        .select_related("probe")
-        .order_by("probe_id", "-number")
-    )
+    qs = (ProbeVersion.objects.filter(submission__status=Submission.Status.SCORED)
+          .select_related("probe").order_by("probe_id", "-number"))
     for v in qs:
         latest.setdefault(v.probe_id, v)
     return list(latest.values())
 
 
+# --------------------------------------------------------------------------- starting a cycle
+
+
 def reevaluation_start(*, quarter: str, by, dispatch: bool = True) -> ReevaluationCycle:
-    """Start the cycle of ``quarter`` (staff only: the caller checks). One cycle per quarter; a
-    cycle that failed its hash check may be started again once the files are fixed."""
+    """Start the cycle of ``quarter`` (staff only: the caller checks).
+
+    One cycle per quarter (Conflict otherwise), quarters in order, one running at a time. A cycle
+    that stopped before any run (a split file that does not match tasks.yaml, a pool that cannot
+    be sampled) is recorded as failed with the reason, and may be started again once fixed.
+    """
     try:
         quarter_validate(quarter)
     except EvaluatorError as exc:
         raise ServiceError(str(exc), field="quarter") from None
-    existing = ReevaluationCycle.objects.filter(quarter=quarter).first()
-    if existing and existing.status != ReevaluationCycle.Status.FAILED:
-        raise Conflict(f"a re-evaluation cycle for {quarter} already exists ({existing.status}); one per quarter")
-    registry = registry_load()
-    with transaction.atomic():
-        if existing:
-            cycle = existing
-            cycle.status, cycle.error, cycle.triggered_by = ReevaluationCycle.Status.RUNNING, "", by
-            cycle.started_at, cycle.finished_at, cycle.holdouts, cycle.diff = timezone.now(), None, {}, {}
-            cycle.save()
-        else:
-            cycle = ReevaluationCycle.objects.create(quarter=quarter, triggered_by=by)
-    # 1. every split file against tasks.yaml: a mismatch stops the cycle before any run
+    cycle = _cycle_open(quarter=quarter, by=by)
     try:
-        registry.verify_all_splits()
-    except RegistryError as exc:
-        cycle.status, cycle.error, cycle.finished_at = ReevaluationCycle.Status.FAILED, str(exc), timezone.now()
-        cycle.save(update_fields=["status", "error", "finished_at"])
-        raise ServiceError(f"cycle {quarter} stopped before any run: {exc}") from None
-    # 2. mint the holdouts
-    used: dict[str, set[str]] = defaultdict(set)
-    for earlier in ReevaluationCycle.objects.exclude(pk=cycle.pk).exclude(status=ReevaluationCycle.Status.FAILED):
-        for task_id, h in earlier.holdouts.items():
-            used[task_id].update(h.get("ids", []))
-    holdouts = {}
-    for task in Task.objects.filter(status=Task.Status.ACTIVE):
-        spec = registry.task(task.slug)
-        pool = read_rows(registry.root / spec.splits["holdout_pool"].path)
-        h = mint_holdout(task_id=task.slug, quarter=quarter, pool=pool, used_ids=used[task.slug])
-        path = holdout_path(quarter, task.slug)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(h.to_bytes())
-        holdouts[task.slug] = {"path": str(path.relative_to(settings.DATA_DIR)), "rows": len(h.rows),
-                               "sha256": h.sha256, "ids": h.ids, "reused_rows": h.reused_rows}
-    # 3. plan the runs
-    with transaction.atomic():
-        cycle.holdouts = holdouts
-        cycle.save(update_fields=["holdouts"])
-        runs = []
-        for version in scored_versions():
-            CycleResult.objects.create(cycle=cycle, probe_version=version, reference_auroc=version.reference_auroc)
-            for task in Task.objects.filter(category_id=version.probe.category_id, status=Task.Status.ACTIVE):
-                runs.append(Run.objects.create(
-                    probe_version=version, cycle=cycle, kind=Run.Kind.HOLDOUT, task=task,
-                    split=HOLDOUT_SPLIT, base_model_id=version.probe.base_model_id, code_version=CODE_VERSION,
-                ))
-        if dispatch:
-            from leaderboard.services import evaluation_runs_dispatch_on_commit
-
-            evaluation_runs_dispatch_on_commit(runs)
+        registry = registry_load()
+        _splits_verify(registry)
+        holdouts = _holdouts_mint(registry=registry, cycle=cycle)
+    except (EvaluatorError, OSError) as exc:
+        Cycle.objects.filter(pk=cycle.pk).update(status=Cycle.Status.FAILED, error=str(exc),
+                                                 finished_at=timezone.now())
+        log.error("cycle %s stopped before any run: %s", quarter, exc)
+        raise ServiceError(f"cycle {quarter} stopped before any run: {exc}", field="quarter",
+                           extra={"url": cycle.get_absolute_url()}) from None
+    runs = _runs_plan(cycle=cycle, holdouts=holdouts, dispatch=dispatch)
     log.info("cycle %s started: %d holdouts, %d runs", quarter, len(holdouts), len(runs))
     if not runs:
         cycle_advance(cycle_id=cycle.pk)
+    cycle.refresh_from_db()
     return cycle
+
+
+def _cycle_open(*, quarter: str, by) -> ReevaluationCycle:
+    """Create the cycle row (or re-open a failed one) under the one-per-quarter rule."""
+    with transaction.atomic():
+        existing = Cycle.objects.select_for_update().filter(quarter=quarter).first()
+        if existing and existing.status != Cycle.Status.FAILED:
+            raise Conflict(f"a re-evaluation cycle for {quarter} already exists ({existing.status});"
+                           " there is one per quarter", field="quarter", extra={"url": existing.get_absolute_url()})
+        running = Cycle.objects.filter(status=Cycle.Status.RUNNING).exclude(quarter=quarter).first()
+        if running:
+            raise Conflict(f"the cycle of {running.quarter} is still running; start {quarter} once it has finished",
+                           field="quarter")
+        later = Cycle.objects.filter(status=Cycle.Status.COMPLETED, quarter__gt=quarter).order_by("-quarter").first()
+        if later:
+            raise Conflict(f"the cycle of {later.quarter} has already run; quarters are re-evaluated in order",
+                           field="quarter")
+        if existing:
+            existing.status, existing.error, existing.triggered_by = Cycle.Status.RUNNING, "", by
+            existing.started_at, existing.finished_at, existing.holdouts, existing.diff = timezone.now(), None, {}, {}
+            existing.save()
+            return existing
+        try:
+            with transaction.atomic():
+                return Cycle.objects.create(quarter=quarter, triggered_by=by)
+        except IntegrityError:  # another maintainer started it a moment ago
+            raise Conflict(f"a re-evaluation cycle for {quarter} already exists; there is one per quarter",
+                           field="quarter") from None
+
+
+def _splits_verify(registry: Registry) -> None:
+    """Re-hash every split file against tasks.yaml (SplitHashMismatch names the file and both
+    hashes), and check that the database mirrors tasks.yaml (else: run sync_registry)."""
+    registry.verify_all_splits()
+    stale = []
+    for split in TaskSplit.objects.filter(task__status=Task.Status.ACTIVE).select_related("task"):
+        spec = registry.tasks.get(split.task_id)
+        pinned = spec.splits.get(split.name) if spec else None
+        if pinned is None or pinned.sha256 != split.sha256:
+            stale.append(f"{split.task_id}/{split.name}")
+    if stale:
+        raise EvaluatorError(f"the database does not mirror tasks.yaml for {', '.join(sorted(stale))};"
+                             " run `python manage.py sync_registry` first")
+
+
+def _holdouts_mint(*, registry: Registry, cycle: ReevaluationCycle) -> dict[str, dict[str, Any]]:
+    """Mint and write each active task's holdout, avoiding the rows of earlier quarters' holdouts
+    and any text of the task's train/test/distshift splits."""
+    from evaluator.leakage import split_text_hashes
+
+    used: dict[str, set[str]] = defaultdict(set)
+    for earlier in Cycle.objects.exclude(pk=cycle.pk).exclude(status=Cycle.Status.FAILED):
+        for task_id, h in earlier.holdouts.items():
+            used[task_id].update(h.get("ids", []))
+    holdouts: dict[str, dict[str, Any]] = {}
+    for task in Task.objects.filter(status=Task.Status.ACTIVE).order_by("slug"):
+        spec = registry.task(task.slug)
+        forbidden = {h for name, split in spec.splits.items() if name != "holdout_pool"
+                     for _, h in split_text_hashes(registry.root / split.path)}
+        pool = read_rows(registry.root / spec.splits["holdout_pool"].path)
+        h = mint_holdout(task_id=task.slug, quarter=cycle.quarter, pool=pool, used_ids=used[task.slug],
+                         size=settings.HOLDOUT_SIZE, forbidden_texts=forbidden)
+        path = holdout_path(cycle.quarter, task.slug)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(h.to_bytes())
+        holdouts[task.slug] = {
+            "path": str(path.relative_to(settings.DATA_DIR)), "rows": len(h.rows), "sha256": h.sha256,
+            "ids": h.ids, "reused_rows": h.reused_rows, "pool_sha256": spec.splits["holdout_pool"].sha256,
+        }
+    return holdouts
+
+
+@transaction.atomic
+def _runs_plan(*, cycle: ReevaluationCycle, holdouts: dict, dispatch: bool) -> list[EvaluationRun]:
+    cycle.holdouts = holdouts
+    cycle.save(update_fields=["holdouts"])
+    tasks_by_category: dict[str, list[Task]] = defaultdict(list)
+    for task in Task.objects.filter(status=Task.Status.ACTIVE, slug__in=holdouts):
+        tasks_by_category[task.category_id].append(task)
+    runs = []
+    for version in scored_versions():
+        CycleResult.objects.create(cycle=cycle, probe_version=version, reference_auroc=version.reference_auroc)
+        for task in tasks_by_category[version.probe.category_id]:
+            runs.append(Run.objects.create(
+                probe_version=version, cycle=cycle, kind=Run.Kind.HOLDOUT, task=task, split=HOLDOUT_SPLIT,
+                base_model_id=version.probe.base_model_id, code_version=CODE_VERSION,
+            ))
+    if dispatch:
+        from leaderboard.services import evaluation_runs_dispatch_on_commit
+
+        evaluation_runs_dispatch_on_commit(runs)
+    return runs
+
+
+# --------------------------------------------------------------------------- finishing a cycle
 
 
 def cycle_advance(*, cycle_id: int) -> ReevaluationCycle | None:
-    """Finish the cycle if every run is done. Idempotent."""
-    runs = list(Run.objects.filter(cycle_id=cycle_id).only("status"))
-    if any(r.status not in (Run.Status.SUCCEEDED, Run.Status.FAILED) for r in runs):
+    """Finish the cycle if every run is done. Idempotent: returns the cycle when it completed it."""
+    runs = Run.objects.filter(cycle_id=cycle_id)
+    if runs.exclude(status__in=[Run.Status.SUCCEEDED, Run.Status.FAILED]).exists():
         return None
     with transaction.atomic():
-        cycle = ReevaluationCycle.objects.select_for_update().get(pk=cycle_id)
-        if cycle.status != ReevaluationCycle.Status.RUNNING:
+        cycle = Cycle.objects.select_for_update().get(pk=cycle_id)
+        if cycle.status != Cycle.Status.RUNNING:
             return None
         _cycle_results_apply(cycle)
-        cycle.status = ReevaluationCycle.Status.COMPLETED
+        cycle.status = Cycle.Status.COMPLETED
         cycle.finished_at = timezone.now()
         cycle.save(update_fields=["status", "finished_at", "diff"])
+    log.info("cycle %s completed", cycle.quarter)
     return cycle
 
 
-def _holdout_auroc(runs: list[EvaluationRun]) -> float | None:
-    """Mean holdout AUROC over the tasks; None if any task's run failed."""
-    values = []
+def _holdout_aurocs(runs: list[EvaluationRun]) -> dict[str, float] | None:
+    """Task → holdout AUROC; None if any task's run failed (or there was none)."""
+    values = {}
     for run in runs:
         if run.status != Run.Status.SUCCEEDED:
             return None
-        scores = [e["score"] for e in run.example_scores]
-        labels = [e["label"] for e in run.example_scores]
-        values.append(metrics.auroc(scores, labels))
-    return sum(values) / len(values) if values else None
+        values[run.task_id] = metrics.auroc([e["score"] for e in run.example_scores],
+                                            [e["label"] for e in run.example_scores])
+    return values or None
 
 
 def _cycle_results_apply(cycle: ReevaluationCycle) -> None:
-    from leaderboard.services import leakage_record_open
-
+    """Fill every CycleResult, update the probes, open leakage records, build the public diff."""
     by_version: dict[int, list[EvaluationRun]] = defaultdict(list)
     for run in Run.objects.filter(cycle=cycle).order_by("task_id"):
         by_version[run.probe_version_id].append(run)
-    entries, dropped, deprecated, stability = [], [], [], []
+    entries = []
     for result in CycleResult.objects.filter(cycle=cycle).select_related("probe_version__probe"):
-        version, probe = result.probe_version, result.probe_version.probe
-        holdout = _holdout_auroc(by_version[version.pk])
-        result.holdout_auroc = holdout
-        result.test_auroc = version.reference_auroc
-        if holdout is None or version.reference_auroc is None:
-            result.outcome = Outcome.FAILED
-            result.save()
-            entries.append(_entry(result))
-            continue
-        result.drop_points = round((version.reference_auroc - holdout) * 100, 4)
-        result.outcome = outcome_for(result.drop_points)
-        result.save()
-        entry = _entry(result)
-        entries.append(entry)
-        if result.outcome == Outcome.HELD:
-            probe.stability_quarters += 1
-        else:
-            probe.stability_quarters = 0
-        if result.outcome == Outcome.DROPPED:
-            dropped.append(entry)
-        if result.outcome == Outcome.DEPRECATED:
-            probe.status = Probe.Status.DEPRECATED
-            probe.deprecated_at = timezone.now()
-            probe.deprecated_reason = (
-                f"{cycle.quarter}: holdout AUROC {holdout:.3f} is {result.drop_points:.1f} points below the"
-                f" reference AUROC {version.reference_auroc:.3f} (more than {DEPRECATE_POINTS:.0f})"
-            )
-            deprecated.append(entry)
-        probe.save(update_fields=["stability_quarters", "status", "deprecated_at", "deprecated_reason"])
-        if probe.stability_quarters >= STABILITY_MIN_QUARTERS:
-            stability.append({"probe": probe.slug, "quarters_held": probe.stability_quarters})
-        # suspicion rule: the test set scores much better than fresh holdout items
-        if (version.reference_auroc - holdout) * 100 > LEAKAGE_POINTS:
-            leakage_record_open(
-                probe=probe, probe_version=version, rule="test_exceeds_holdout",
-                summary=f"test AUROC {version.reference_auroc:.3f} exceeds the {cycle.quarter} holdout AUROC"
-                        f" {holdout:.3f} by {(version.reference_auroc - holdout) * 100:.1f} points",
-                evidence={"quarter": cycle.quarter, "test_auroc": version.reference_auroc,
-                          "holdout_auroc": holdout, "holdouts": {k: v["sha256"] for k, v in cycle.holdouts.items()}},
-            )
+        per_task = _holdout_aurocs(by_version[result.probe_version_id])
+        entries.append(_result_apply(cycle, result, per_task))
+    for entry in entries:
+        held = stability_quarters(version_id=entry["version_id"], cycle=cycle)
+        Probe.objects.filter(slug=entry["probe"]).update(stability_quarters=held)
+        entry["stability_quarters"] = held
+    superseded = _supersessions_apply(cycle)
+    listed = [e for e in entries if e["outcome"] in (Outcome.DROPPED, Outcome.DEPRECATED)]
     cycle.diff = {
         "quarter": cycle.quarter,
         "generated_at": timezone.now().isoformat(),
-        "thresholds": {"diff_points": DIFF_POINTS, "deprecate_points": DEPRECATE_POINTS},
+        "thresholds": {"diff_points": DIFF_POINTS, "deprecate_points": DEPRECATE_POINTS,
+                       "leakage_points": LEAKAGE_POINTS, "stability_min_quarters": STABILITY_MIN_QUARTERS},
         "holdouts": {k: {"rows": v["rows"], "sha256": v["sha256"], "reused_rows": v.get("reused_rows", 0)}
                      for k, v in cycle.holdouts.items()},
-        "entries": entries,
-        "dropped": dropped,
-        "deprecated": deprecated,
-        "stability": stability,
+        "counts": {o: sum(e["outcome"] == o for e in entries) for o in Outcome.values if o != Outcome.PENDING},
+        "entries": [_public(e) for e in entries],
+        "dropped": [_public(e) for e in listed],
+        "deprecated": [_public(e) for e in entries if e["outcome"] == Outcome.DEPRECATED],
+        "stability": [{"probe": e["probe"], "quarters_held": e["stability_quarters"]} for e in entries
+                      if e["stability_quarters"] >= STABILITY_MIN_QUARTERS],
+        "leakage_opened": [e["probe"] for e in entries if e.get("leakage_record")],
+        "superseded_tasks": superseded,
     }
 
 
-def _entry(result: CycleResult) -> dict:
-    v = result.probe_version
-    return {"probe": v.probe.slug, "version": v.number, "reference_auroc": result.reference_auroc,
-            "holdout_auroc": result.holdout_auroc, "drop_points": result.drop_points, "outcome": result.outcome}
+def _result_apply(cycle: ReevaluationCycle, result: CycleResult, per_task: dict[str, float] | None) -> dict:
+    from leaderboard.services import leakage_record_open
+
+    version, probe = result.probe_version, result.probe_version.probe
+    reference = version.reference_auroc
+    result.test_auroc = reference
+    entry: dict[str, Any] = {"probe": probe.slug, "version": version.number, "version_id": version.pk,
+                             "reference_auroc": reference, "holdout_per_task": per_task or {}}
+    if per_task is None or reference is None:
+        result.outcome = Outcome.FAILED
+        result.save()
+        return entry | {"holdout_auroc": None, "drop_points": None, "outcome": result.outcome,
+                        "note": "a holdout run failed" if per_task is None else "no reference AUROC"}
+    holdout = sum(per_task.values()) / len(per_task)
+    result.holdout_auroc = holdout
+    result.drop_points = round((reference - holdout) * 100, 4)
+    result.outcome = outcome_for(result.drop_points)
+    result.save()
+    entry |= {"holdout_auroc": holdout, "drop_points": result.drop_points, "outcome": result.outcome}
+    if result.outcome == Outcome.DEPRECATED:
+        probe.status = Probe.Status.DEPRECATED
+        probe.deprecated_at = timezone.now()
+        probe.deprecated_reason = (
+            f"{cycle.quarter}: holdout AUROC {holdout:.3f} is {result.drop_points:.1f} points below the"
+            f" reference AUROC {reference:.3f} (more than {DEPRECATE_POINTS:g})"
+        )
+        probe.save(update_fields=["status", "deprecated_at", "deprecated_reason"])
+    if result.drop_points > LEAKAGE_POINTS:  # suspicion rule 1: the test set scores far better than fresh items
+        record = leakage_record_open(
+            probe=probe, probe_version=version, rule=TEST_OVER_HOLDOUT_RULE,
+            summary=f"test AUROC {reference:.3f} exceeds the {cycle.quarter} holdout AUROC {holdout:.3f}"
+                    f" by {result.drop_points:.1f} points (more than {LEAKAGE_POINTS:g})",
+            evidence={"quarter": cycle.quarter, "test_auroc": reference, "holdout_auroc": holdout,
+                      "holdout_per_task": per_task,
+                      "holdouts": {t: cycle.holdouts[t]["sha256"] for t in per_task if t in cycle.holdouts}},
+        )
+        entry["leakage_record"] = record.pk
+    return entry
+
+
+def _public(entry: dict) -> dict:
+    return {k: v for k, v in entry.items() if k not in ("version_id", "leakage_record")}
+
+
+def stability_quarters(*, version_id: int, cycle: ReevaluationCycle) -> int:
+    """Consecutive cycles up to ``cycle`` (newest first) in which this version held."""
+    outcomes = dict(CycleResult.objects.filter(probe_version_id=version_id).values_list("cycle_id", "outcome"))
+    held = 0
+    for cycle_id in (Cycle.objects.filter(quarter__lte=cycle.quarter).exclude(status=Cycle.Status.FAILED)
+                     .order_by("-quarter").values_list("pk", flat=True)):
+        if outcomes.get(cycle_id) != Outcome.HELD:
+            break
+        held += 1
+    return held
+
+
+def _supersessions_apply(cycle: ReevaluationCycle) -> list[dict[str, str]]:
+    """A task being refreshed (active, ``superseded_by`` set from tasks.yaml's ``supersedes``) that
+    ran side by side with its successor in this cycle is superseded now."""
+    done = []
+    for old in Task.objects.filter(status=Task.Status.ACTIVE, superseded_by__isnull=False).order_by("slug"):
+        if old.slug in cycle.holdouts and old.superseded_by_id in cycle.holdouts:
+            old.status = Task.Status.SUPERSEDED
+            old.save(update_fields=["status"])
+            done.append({"task": old.slug, "superseded_by": old.superseded_by_id})
+    return done
+
+
+def cycles_reconcile() -> int:
+    """Complete running cycles whose runs are all finished (a lost message, a crash). Returns how
+    many completed."""
+    return sum(cycle_advance(cycle_id=pk) is not None
+               for pk in Cycle.objects.filter(status=Cycle.Status.RUNNING).values_list("pk", flat=True))
 
 
 # --------------------------------------------------------------------------- reference probe updates
@@ -238,20 +361,9 @@ def dependents_of(*, base_model_id: str) -> list[ProbeVersion]:
             and v.probe.category_id != EA_ROLE]
 
 
-def scored_versions_all() -> list[ProbeVersion]:
-    """The latest scored version of every probe, active or deprecated."""
-    latest: dict[int, ProbeVersion] = {}
-    qs = (ProbeVersion.objects.filter(submission__status=Submission.Status.SCORED)
-          .select_related("probe").order_by("probe_id", "-number"))
-    for v in qs:
-        latest.setdefault(v.probe_id, v)
-    return list(latest.values())
-
-
-def reference_update_start(*, new_version: ProbeVersion, dispatch: bool = True):
+def reference_update_start(*, new_version: ProbeVersion, dispatch: bool = True) -> ReferenceUpdate:
     """A new eval-awareness reference version was scored: have it score the test items of every
-    task its dependents ran on, then recompute their auroc_ea from stored scores."""
-    from leaderboard.models import ReferenceUpdate
+    task its dependents ran on; once done, their auroc_ea is recomputed (reference_update_advance)."""
     from leaderboard.services import EA_ROLE, evaluation_runs_dispatch_on_commit
 
     base_model = new_version.probe.base_model
@@ -263,10 +375,11 @@ def reference_update_start(*, new_version: ProbeVersion, dispatch: bool = True):
             new_version=new_version, defaults={"base_model": base_model, "old_version": old})
         if not created:
             return update
-        tasks = {t for v in dependents_of(base_model_id=base_model.slug)
-                 for t in Task.objects.filter(category_id=v.probe.category_id, status=Task.Status.ACTIVE)}
+        task_ids = set(Run.objects.filter(probe_version__in=dependents_of(base_model_id=base_model.slug),
+                                          kind=Run.Kind.SCORE, split="test", cycle=None)
+                       .values_list("task_id", flat=True))
         runs = []
-        for task in tasks:
+        for task in Task.objects.filter(slug__in=task_ids):
             run, made = Run.objects.get_or_create(
                 probe_version=new_version, kind=Run.Kind.REFERENCE, task=task, split="test",
                 base_model=base_model, cycle=None, defaults={"code_version": CODE_VERSION})
@@ -274,14 +387,15 @@ def reference_update_start(*, new_version: ProbeVersion, dispatch: bool = True):
                 runs.append(run)
         if dispatch:
             evaluation_runs_dispatch_on_commit(runs)
+    log.info("eval-awareness reference update %s on %s: %d reference run(s)", update.pk, base_model.slug, len(runs))
     reference_update_advance(update_id=update.pk)
     return update
 
 
-def reference_update_advance(*, update_id: int):
+def reference_update_advance(*, update_id: int) -> ReferenceUpdate:
     """Once the new reference's runs are done: recompute every dependent's auroc_ea and Score
     from stored per-example scores (no model) and publish the diff. Idempotent."""
-    from leaderboard.models import ReferenceUpdate, Score
+    from leaderboard.models import Score
     from leaderboard.scoring import measurements_compute, scores_write
 
     update = ReferenceUpdate.objects.get(pk=update_id)
@@ -295,15 +409,17 @@ def reference_update_advance(*, update_id: int):
         update = ReferenceUpdate.objects.select_for_update().get(pk=update_id)
         if update.status != ReferenceUpdate.Status.RUNNING:
             return update
+        failed = sorted(t for t, r in ref_runs.items() if r.status == Run.Status.FAILED)
+        usable = {t: r for t, r in ref_runs.items() if r.status == Run.Status.SUCCEEDED}
         diff = []
         for version in dependents_of(base_model_id=update.base_model_id):
-            before = {s.spec_id: s for s in Score.objects.filter(probe_version=version)}
-            latest_spec = max(before, default=None, key=lambda v: tuple(int(x) for x in v[1:].split(".")))
-            if latest_spec is None:
+            before = {s.spec_id: s for s in Score.objects.filter(probe_version=version).select_related("spec")}
+            if not before:
                 continue
-            imputation = before[latest_spec].spec.imputation
+            latest_spec = max(before, key=lambda v: tuple(int(x) for x in v[1:].split(".")))
             runs = list(Run.objects.filter(probe_version=version, cycle=None))
-            computed = measurements_compute(version=version, runs=runs, reference_runs=ref_runs, imputation=imputation)
+            computed = measurements_compute(version=version, runs=runs, reference_runs=usable,
+                                            imputation=before[latest_spec].spec.imputation)
             after = {s.spec_id: s for s in scores_write(version=version, computed=computed)}
             b, a = before[latest_spec], after[latest_spec]
             diff.append({
@@ -313,7 +429,17 @@ def reference_update_advance(*, update_id: int):
                 "total_before": b.total, "total_after": a.total,
             })
         update.diff = diff
+        update.error = f"the new reference failed on {', '.join(failed)}: auroc_ea imputed there" if failed else ""
         update.status = ReferenceUpdate.Status.COMPLETED
         update.finished_at = timezone.now()
-        update.save(update_fields=["diff", "status", "finished_at"])
+        update.save(update_fields=["diff", "error", "status", "finished_at"])
+    log.info("eval-awareness reference update %s completed: %d entries recomputed", update.pk, len(diff))
     return update
+
+
+def reference_updates_reconcile() -> int:
+    """Advance running reference updates whose runs are all finished. Returns how many completed."""
+    done = 0
+    for pk in ReferenceUpdate.objects.filter(status=ReferenceUpdate.Status.RUNNING).values_list("pk", flat=True):
+        done += reference_update_advance(update_id=pk).status == ReferenceUpdate.Status.COMPLETED
+    return done

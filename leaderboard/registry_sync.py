@@ -3,6 +3,12 @@
 Idempotent: a second run with unchanged files changes nothing and reports zero changes. Rows that
 disappeared from the files are never deleted (runs and scores point at them); a task removed from
 tasks.yaml is a registry error to fix in the file, not something to delete silently.
+
+Supersession (SPEC.md §6): a refreshed task names the task it replaces with ``supersedes: old-id``.
+The sync records the pair at once (``old.superseded_by = new``, old still active: the two run side
+by side); the first re-evaluation cycle that runs both marks the old one superseded in the
+database. The sync never re-activates a task that a cycle superseded while tasks.yaml still
+declares the pair; it reports that the file lags behind (``status: superseded`` makes it agree).
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from leaderboard.models import BaseModel, Category, License, Task, TaskSplit, We
 class SyncReport:
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
+    #: things the maintainer should know that are not changes (e.g. tasks.yaml lagging a cycle)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> int:
@@ -66,17 +74,27 @@ def registry_sync(*, registry: Registry | None = None, verify_hashes: bool = Tru
                  "weights_sha256": m.weights_sha256, "package": m.package,
                  "package_version": m.package_version})
     # Two passes: superseded_by may point at a task defined later in the file.
+    replaced_by = {t.supersedes: t.id for t in reg.tasks.values() if t.supersedes}
+    superseded_in_db = set(Task.objects.filter(status=Task.Status.SUPERSEDED).values_list("slug", flat=True))
     for t in reg.tasks.values():
+        status = t.status
+        if status == "active" and t.id in replaced_by and t.id in superseded_in_db:
+            status = Task.Status.SUPERSEDED  # a completed cycle retired it; the file lags behind
+            report.notes.append(
+                f"task {t.id} was superseded by {replaced_by[t.id]} in a re-evaluation cycle; tasks.yaml still"
+                f" says active (set status: superseded, superseded_by: {replaced_by[t.id]} to match)"
+            )
         card_path = Path(reg.root) / t.card if t.card else None
         card = card_path.read_text(encoding="utf-8") if card_path and card_path.is_file() else ""
         _upsert(Task, report, f"task {t.id}", {"slug": t.id},
                 {"category_id": t.category, "family": t.family, "name": t.name,
                  "description": t.description, "positive": t.positive, "negative": t.negative,
                  "source": t.source, "templates": t.templates, "card": card, "caveats": t.caveats,
-                 "status": t.status, "minted": t.minted})
+                 "status": status, "minted": t.minted})
         for s in t.splits.values():
             _upsert(TaskSplit, report, f"split {t.id}/{s.name}", {"task_id": t.id, "name": s.name},
                     {"path": s.path, "rows": s.rows, "sha256": s.sha256})
     for t in reg.tasks.values():
-        _upsert(Task, report, f"task {t.id}", {"slug": t.id}, {"superseded_by_id": t.superseded_by})
+        _upsert(Task, report, f"task {t.id}", {"slug": t.id},
+                {"superseded_by_id": t.superseded_by or replaced_by.get(t.id)})
     return report

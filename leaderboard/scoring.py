@@ -16,7 +16,7 @@ from django.utils import timezone
 from evaluator.errors import EvaluatorError
 from evaluator.registry import LicenseSpec
 from evaluator.registry import WeightsSpec as SpecData
-from leaderboard.models import EvaluationRun, License, ProbeVersion, Score, Submission, WeightsSpec
+from leaderboard.models import EvaluationRun, License, Probe, ProbeVersion, Score, Submission, WeightsSpec
 
 Run = EvaluationRun
 EA_ROLE = "eval_awareness"
@@ -163,4 +163,6 @@ def submission_score(*, submission: Submission, runs: list[EvaluationRun]) -> li
     version.declared_gaps = {k: v for k, v in gaps.items() if v["flagged"]}
     version.reference_auroc = aggregate["auroc"]
     version.save(update_fields=["reproduction", "reproduced", "declared_gaps", "reference_auroc"])
+    # the stability badge belongs to the artifact that held: a new version starts from zero
+    Probe.objects.filter(pk=version.probe_id).update(stability_quarters=0)
     return rows

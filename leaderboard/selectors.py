@@ -1026,9 +1026,15 @@ def reevaluation_list() -> list[ReevaluationCycle]:
 
 
 def reevaluation_detail(*, quarter: str) -> tuple[ReevaluationCycle, list[CycleResult]] | None:
+    """The cycle (with ``progress``: its runs total/done/failed) and its public results."""
     cycle = ReevaluationCycle.objects.filter(quarter=quarter).first()
     if cycle is None:
         return None
+    cycle.progress = cycle.runs.aggregate(
+        total=Count("pk"),
+        done=Count("pk", filter=Q(status__in=["succeeded", "failed"])),
+        failed=Count("pk", filter=Q(status="failed")),
+    )
     results = list(
         _public_results()
         .filter(cycle=cycle)

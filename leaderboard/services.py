@@ -420,6 +420,10 @@ def evaluation_runs_reconcile(*, now=None, dispatch: Callable[[int], None] | Non
         dispatch(run_id)
     for sub in Submission.objects.filter(status__in=[Submission.Status.QUEUED, Submission.Status.RUNNING]):
         report["advanced"] += bool(submission_advance(submission=sub))
+    from leaderboard.reevaluation import cycles_reconcile, reference_updates_reconcile
+
+    report["cycles_completed"] = cycles_reconcile()
+    report["reference_updates_completed"] = reference_updates_reconcile()
     return report
 
 
@@ -443,13 +447,14 @@ def submission_advance_for_run(run: EvaluationRun) -> None:
 
         cycle_advance(cycle_id=run.cycle_id)
     if run.kind == Run.Kind.REFERENCE:
+        # recomputing the dependents needs no model: bookkeeping, on the default queue
         from leaderboard.models import ReferenceUpdate
-        from leaderboard.reevaluation import reference_update_advance
+        from leaderboard.tasks import reference_update_advance_task
 
-        for update_id in ReferenceUpdate.objects.filter(
+        ids = list(ReferenceUpdate.objects.filter(
             new_version_id=run.probe_version_id, status=ReferenceUpdate.Status.RUNNING
-        ).values_list("pk", flat=True):
-            reference_update_advance(update_id=update_id)
+        ).values_list("pk", flat=True))
+        transaction.on_commit(lambda: [reference_update_advance_task.delay(i) for i in ids])
 
 
 def submission_advance(*, submission: Submission) -> Submission | None:
@@ -491,6 +496,7 @@ def submission_advance(*, submission: Submission) -> Submission | None:
             else:
                 sub.status = Submission.Status.SCORED
                 sub.step = "scored"
+                leakage_rules_on_scoring(version=sub.probe_version)
                 if sub.probe_version.probe.reference_role == EA_ROLE:
                     # every dependent auroc_ea is recomputed once this version has scored their items
                     from leaderboard.reevaluation import reference_update_start
@@ -503,6 +509,44 @@ def submission_advance(*, submission: Submission) -> Submission | None:
 
 
 # --------------------------------------------------------------------------- leakage
+
+DECLARED_OVERLAP_RULE = "declared_training_overlap"
+
+
+def leakage_rules_on_scoring(*, version: ProbeVersion) -> LeakageRecord | None:
+    """Suspicion rule 2 (SPEC.md §6), run when a version is scored: its declared training data
+    (task splits and external text hashes, see validation._training_data_validate) shares a
+    normalised text with a test split it is measured on → a record opened for review. A fault
+    reading the registry is logged, never fails the scoring."""
+    from evaluator.leakage import declared_text_sources, overlapping_test_splits
+    from leaderboard.registry_sync import registry_load
+
+    declared = version.training_data or {}
+    tasks, hashes = declared.get("tasks") or [], declared.get("text_sha256") or []
+    splits = declared.get("splits") or ["train"]
+    if not tasks and not hashes:
+        return None
+    measured_on = set(Run.objects.filter(probe_version=version, kind=Run.Kind.SCORE, split="test", cycle=None)
+                      .values_list("task_id", flat=True))
+    try:
+        registry = registry_load()
+        sources = declared_text_sources(registry, tasks=[t for t in tasks if t in registry.tasks], splits=splits,
+                                        text_sha256=hashes)
+        overlaps = overlapping_test_splits(registry, sources, tasks=measured_on)
+    except EvaluatorError:
+        log.exception("leakage rule %s could not run on %s", DECLARED_OVERLAP_RULE, version)
+        return None
+    if not overlaps:
+        return None
+    where = ", ".join(f"{o.task_id}/test ({o.rows} of {o.split_rows} rows)" for o in overlaps)
+    return leakage_record_open(
+        probe=version.probe, probe_version=version, rule=DECLARED_OVERLAP_RULE,
+        summary=f"declared training data matches test items after normalisation: {where}",
+        evidence={"overlaps": [o.to_dict() for o in overlaps],
+                  "declared": {"tasks": tasks, "splits": splits, "text_sha256": len(hashes)},
+                  "normalisation": "NFKC, case folded, punctuation → space, whitespace collapsed (evaluator.leakage)"},
+    )
+
 
 
 @transaction.atomic
@@ -518,8 +562,12 @@ def leakage_record_open(
     """Open a record for review, by a suspicion rule (``rule``) or by a maintainer (``opened_by``).
 
     A rule does not open a second record for the same probe version while one is open or
-    confirmed.
+    confirmed. A record opened by hand needs a summary and evidence.
     """
+    if probe_version is not None and probe_version.probe_id != probe.pk:
+        raise ServiceError(f"{probe_version} is not a version of {probe.slug}", field="probe_version")
+    if not rule and not (evidence and (summary or "").strip()):
+        raise ServiceError("a leakage record opened by hand needs a summary and evidence", field="evidence")
     if rule:
         existing = LeakageRecord.objects.filter(
             probe=probe, probe_version=probe_version, rule=rule,

@@ -28,3 +28,12 @@ def evaluation_run_execute_task(self, run_id: int) -> str:
 @shared_task(acks_late=True)
 def evaluation_runs_reconcile_task() -> dict:
     return services.evaluation_runs_reconcile()
+
+
+@shared_task(acks_late=True)
+def reference_update_advance_task(update_id: int) -> str:
+    """Recompute the dependents of an eval-awareness reference update (no model: bookkeeping,
+    on the default queue)."""
+    from leaderboard.reevaluation import reference_update_advance
+
+    return reference_update_advance(update_id=update_id).status

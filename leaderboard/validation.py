@@ -14,6 +14,7 @@ from typing import Any
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator
 
+from evaluator.registry import SPLIT_NAMES
 from leaderboard.errors import ValidationFailed
 from leaderboard.models import BaseModel, Category, License, Task
 
@@ -26,7 +27,10 @@ KNOWN_FIELDS = {
     "paper_url", "description", "training_data", "declared_metrics", "recipe", "probe",
 }
 DECLARABLE_METRICS = ("auroc", "auroc_ea", "auroc_ds", "ece", "brier", "rho_ce", "latency_ms")
+TRAINING_DATA_FIELDS = ("tasks", "splits", "text_sha256", "external")
+MAX_TEXT_HASHES = 50_000  # ~3.3 MB of metadata
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{1,118}[a-z0-9]$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass
@@ -121,16 +125,7 @@ def metadata_validate(metadata: Any, *, recipe: Any = None) -> CleanMetadata:
         except DjangoValidationError:
             _fail("paper_url", f"{paper_url!r} is not an http(s) URL")
 
-    training_data = metadata.get("training_data") or {}
-    if not isinstance(training_data, dict):
-        _fail("training_data", 'must be an object like {"tasks": ["task-id"], "external": "..."}')
-    declared_tasks = training_data.get("tasks") or []
-    if not isinstance(declared_tasks, list):
-        _fail("training_data", "tasks must be a list of task ids")
-    known_tasks = set(Task.objects.filter(slug__in=declared_tasks).values_list("slug", flat=True))
-    missing = [t for t in declared_tasks if t not in known_tasks]
-    if missing:
-        _fail("training_data", f"unknown task id(s) {', '.join(map(str, missing))}")
+    training_data = _training_data_validate(metadata.get("training_data"))
 
     declared = metadata.get("declared_metrics") or {}
     if not isinstance(declared, dict):
@@ -161,12 +156,55 @@ def metadata_validate(metadata: Any, *, recipe: Any = None) -> CleanMetadata:
         authors=authors,
         paper_url=paper_url,
         description=str(metadata.get("description") or "")[:5000],
-        training_data={"tasks": declared_tasks, "external": str(training_data.get("external") or "")},
+        training_data=training_data,
         declared_metrics={k: float(v) for k, v in declared.items()},
         recipe=recipe,
         probe_slug=probe_slug,
         raw=metadata,
     )
+
+
+def _training_data_validate(training_data: Any) -> dict[str, Any]:
+    """The declaration the leakage rule checks against every test split (SPEC.md §6):
+
+    ``tasks``: ProbeBench task ids trained on; ``splits``: which of their splits (default
+    ``["train"]``; say ``"test"`` if you trained on it); ``text_sha256``: for external data, the
+    SHA-256 of each normalised training text (``python -m evaluator text-hashes FILE``);
+    ``external``: a free-text description of the external data.
+    """
+    example = '{"tasks": ["task-id"], "splits": ["train"], "text_sha256": [], "external": "..."}'
+    training_data = training_data or {}
+    if not isinstance(training_data, dict):
+        _fail("training_data", f"must be an object like {example}")
+    unknown = sorted(set(training_data) - set(TRAINING_DATA_FIELDS))
+    if unknown:
+        _fail("training_data", f"unknown field(s) {', '.join(unknown)}; accepted: {', '.join(TRAINING_DATA_FIELDS)}")
+    tasks = training_data.get("tasks") or []
+    if not isinstance(tasks, list) or not all(isinstance(t, str) for t in tasks):
+        _fail("training_data", "tasks must be a list of task ids")
+    known_tasks = set(Task.objects.filter(slug__in=tasks).values_list("slug", flat=True))
+    missing = [t for t in tasks if t not in known_tasks]
+    if missing:
+        _fail("training_data", f"unknown task id(s) {', '.join(missing)}")
+    splits = training_data.get("splits") or ["train"]
+    if not isinstance(splits, list) or not all(isinstance(s, str) for s in splits):
+        _fail("training_data", f"splits must be a list of split names ({', '.join(SPLIT_NAMES)})")
+    bad = [s for s in splits if s not in SPLIT_NAMES]
+    if bad:
+        _fail("training_data", f"unknown split(s) {', '.join(bad)}; accepted: {', '.join(SPLIT_NAMES)}")
+    if "splits" in training_data and not tasks:
+        _fail("training_data", "splits name splits of the declared tasks: list the tasks too")
+    hashes = training_data.get("text_sha256") or []
+    if not isinstance(hashes, list) or not all(isinstance(h, str) and _SHA256.match(h) for h in hashes):
+        _fail("training_data", "text_sha256 must be a list of 64-character lowercase hex SHA-256 digests of the"
+                               " normalised training texts (python -m evaluator text-hashes FILE)")
+    if len(hashes) > MAX_TEXT_HASHES:
+        _fail("training_data", f"text_sha256 holds {len(hashes)} hashes; at most {MAX_TEXT_HASHES} are accepted")
+    external = training_data.get("external") or ""
+    if not isinstance(external, str):
+        _fail("training_data", "external must be a text describing the external data")
+    return {"tasks": list(dict.fromkeys(tasks)), "splits": list(dict.fromkeys(splits)),
+            "text_sha256": sorted(set(hashes)), "external": external[:5000]}
 
 
 def _recipe_validate(recipe: Any, *, base_model: BaseModel) -> dict:

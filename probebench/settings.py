@@ -142,8 +142,7 @@ if env("PROBEBENCH_DB_NAME"):
     DATABASES["default"]["NAME"] = env("PROBEBENCH_DB_NAME")
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # a file, not memory, so that worker processes started by tests share it
-    # (one per test session, so that two test sessions on one machine never share it)
-    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-{os.getpid()}.sqlite3")}
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --------------------------------------------------------------------------- celery
@@ -179,6 +178,8 @@ RUN_REQUEUE_AFTER_S = envint("PROBEBENCH_REQUEUE_AFTER_S", "600", minimum=10)
 RECONCILE_EVERY_S = envint("PROBEBENCH_RECONCILE_EVERY_S", "60", minimum=5)
 #: Which base models the workers may run (comma-separated ids; empty = all in models.yaml).
 ENABLED_MODELS = envlist("PROBEBENCH_MODELS", "")
+#: Rows in each task's quarterly holdout, minted from its holdout_pool (SPEC.md §5 norm 4).
+HOLDOUT_SIZE = envint("PROBEBENCH_HOLDOUT_SIZE", "100", minimum=2)
 
 # --------------------------------------------------------------------------- API
 

@@ -1,8 +1,9 @@
 """Loaded with ``-p tests.env_defaults`` (pyproject addopts) before pytest-django reads the
 settings, so these defaults shape the settings of the test run:
 
-- everything the tests write goes under ``var/test`` (models are cached in ``var/cache``, shared
-  with ``make demo``, so a model is converted once per machine);
+- everything a test session writes goes under ``var/test/session-<pid>`` (removed at the end), so
+  two sessions on one machine never share a database file or a filesystem broker; models and
+  activations are cached in ``var/cache``, shared with ``make demo`` (content-addressed, safe);
 - Celery tasks run eagerly unless a test starts real workers;
 - without ``DATABASE_URL`` / ``REDIS_URL`` the suite uses SQLite and skips the tests that need the
   real services (root conftest.py).
@@ -13,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-os.environ.setdefault("PROBEBENCH_DATA_DIR", str(ROOT / "var" / "test"))
+os.environ.setdefault("PROBEBENCH_DATA_DIR", str(ROOT / "var" / "test" / f"session-{os.getpid()}"))
 os.environ.setdefault("PROBEBENCH_CACHE_DIR", str(ROOT / "var" / "cache"))
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "True")
 os.environ.setdefault("PROBEBENCH_RATE_SUBMISSIONS", "1000/hour")

@@ -2,6 +2,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from leaderboard.errors import ServiceError
+from leaderboard.models import Task
 from leaderboard.reevaluation import reevaluation_start
 
 
@@ -27,4 +28,9 @@ class Command(BaseCommand):
         self.stdout.write(f"cycle {cycle.quarter} started by {user.username}: {len(cycle.holdouts)} holdout(s) minted,"
                           f" {runs} run(s) queued")
         for task_id, h in sorted(cycle.holdouts.items()):
-            self.stdout.write(f"  {task_id}: {h['rows']} rows, sha256 {h['sha256']}")
+            reused = f" ({h['reused_rows']} reused: the pool is spent)" if h.get("reused_rows") else ""
+            self.stdout.write(f"  {task_id}: {h['rows']} rows, sha256 {h['sha256']}{reused}")
+        for old in Task.objects.filter(status=Task.Status.ACTIVE, superseded_by__isnull=False, slug__in=cycle.holdouts):
+            if old.superseded_by_id in cycle.holdouts:
+                self.stdout.write(f"  {old.slug} runs side by side with {old.superseded_by_id};"
+                                  " it is superseded when this cycle completes")

@@ -19,4 +19,6 @@ class Command(BaseCommand):
             self.stdout.write(f"created {line}")
         for line in report.updated:
             self.stdout.write(f"updated {line}")
+        for line in report.notes:
+            self.stdout.write(self.style.WARNING(f"note: {line}"))
         self.stdout.write(self.style.SUCCESS(f"registry in sync: {report.changed} change(s)"))

@@ -1,0 +1,155 @@
+"""Real Celery worker processes for end-to-end tests (a pytest plugin loaded by the root conftest,
+so integration and browser tests share these fixtures).
+
+``start_worker`` starts ``celery -A probebench worker`` as a separate OS process on the
+test database (PostgreSQL in CI, the SQLite test file otherwise) and the configured broker (Redis
+in CI, the filesystem broker otherwise), and turns eager mode off in this process so that
+dispatches really go through the broker.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class WorkerProcess:
+    def __init__(self, env: dict, name: str, queues: str = "gpu,default"):
+        self.env, self.name, self.queues = env, name, queues
+        self.proc: subprocess.Popen | None = None
+        self.log = Path(env["PROBEBENCH_DATA_DIR"]) / f"worker-{name}.log"
+
+    def start(self) -> WorkerProcess:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "celery", "-A", "probebench", "worker", "-Q", self.queues,
+               "--concurrency", "1", "--pool", "solo", "--hostname", f"{self.name}@%h", "--loglevel", "INFO",
+               "--without-gossip", "--without-mingle", "--without-heartbeat"]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self.log.open("wb"),
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: no chance to clean up, as when a machine dies."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+@pytest.fixture
+def worker_env(transactional_db):
+    """Environment for worker processes on this test's database; eager mode off here."""
+    from django.db import connection
+
+    from probebench.celery import app
+
+    env = dict(os.environ)
+    env["PROBEBENCH_DB_NAME"] = str(connection.settings_dict["NAME"])
+    env["CELERY_TASK_ALWAYS_EAGER"] = "False"
+    env["DJANGO_SETTINGS_MODULE"] = "probebench.settings"
+    app.conf.task_always_eager = False
+    app.control.purge()  # no message of an earlier test is delivered to this test's workers
+    yield env
+    app.conf.task_always_eager = True
+
+
+@pytest.fixture
+def start_worker(worker_env):
+    workers: list[WorkerProcess] = []
+
+    def start(name: str | None = None) -> WorkerProcess:
+        w = WorkerProcess(worker_env, name or f"w{uuid.uuid4().hex[:6]}").start()
+        workers.append(w)
+        return w
+
+    yield start
+    for w in workers:
+        w.stop()
+
+
+def wait_for(predicate, *, timeout: float, interval: float = 0.5, what: str = "condition", workers=()):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    logs = "\n".join(f"--- {w.name}\n{w.output()[-3000:]}" for w in workers)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{logs}")
+
+
+# --------------------------------------------------------------------------- a small real registry
+
+SOURCE = "smollm2-135m-instruct"
+TARGET = "all-minilm-l6-v2"
+
+
+@pytest.fixture(scope="session")
+def mini_root(tmp_path_factory):
+    from tests.integration.mini_registry import build_mini_registry
+
+    return build_mini_registry(tmp_path_factory.mktemp("registry"))
+
+
+def train_probe(registry: Path, out: Path, *, task: str, layer: int = 12, method: str = "logistic_regression") -> Path:
+    """A real probe trained with the evaluator's CLI on the small registry."""
+    cache = os.environ["PROBEBENCH_CACHE_DIR"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaluator", "train", "--registry", str(registry), "--cache-dir", cache,
+         "--task", task, "--model", SOURCE, "--layer", str(layer), "--method", method, "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="session")
+def trained(mini_root, tmp_path_factory):
+    """Real probes on SmolLM2: the eval-awareness reference and a truth probe."""
+    base = tmp_path_factory.mktemp("probes")
+    return {
+        "reference": train_probe(mini_root, base / "ref", task="benchmark-vs-user-v1"),
+        "truth": train_probe(mini_root, base / "truth", task="cities-truth-v1"),
+    }
+
+
+@pytest.fixture
+def mini(mini_root, settings, worker_env):
+    """The small registry in this test's database, for this process and its workers."""
+    from django.core.management import call_command
+
+    settings.REGISTRY_ROOT = mini_root
+    settings.ENABLED_MODELS = [SOURCE, TARGET]
+    worker_env["PROBEBENCH_REGISTRY_ROOT"] = str(mini_root)
+    worker_env["PROBEBENCH_MODELS"] = f"{SOURCE},{TARGET}"
+    call_command("sync_registry", verbosity=0)
+    return mini_root
+
+
+def submit_dir(user, probe_dir: Path, **kwargs):
+    """Submit a probe directory through the submission service."""
+    import json
+
+    from leaderboard.services import submission_create
+
+    with open(probe_dir / "probe.safetensors", "rb") as fh:
+        return submission_create(user=user, artifact=fh, metadata=json.loads((probe_dir / "probe.json").read_text()),
+                                 **kwargs)
