@@ -119,6 +119,35 @@ def auroc_ci(
     return float(lo), float(hi)
 
 
+def auroc_mean_ci(
+    groups, *, n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED, level: float = 0.95
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the MEAN AUROC over several tasks: each resample draws
+    every task's test set again (within class) and averages the tasks' AUROCs.
+
+    ``groups``: [(scores, labels), ...], one pair per task.
+    """
+    rng = np.random.default_rng(seed)
+    prepared = []
+    for scores, labels in groups:
+        s, y = _as_arrays(scores, labels)
+        _two_classes(y)
+        labels_bs = np.concatenate((np.ones(int(y.sum()), np.int64), np.zeros(int(y.size - y.sum()), np.int64)))
+        prepared.append((s[y == 1], s[y == 0], labels_bs))
+    if not prepared:
+        raise MetricInputError("no tasks to average")
+    stats = np.empty(n_resamples)
+    for i in range(n_resamples):
+        values = [
+            _auroc_unchecked(np.concatenate((rng.choice(pos, pos.size), rng.choice(neg, neg.size))), lab)
+            for pos, neg, lab in prepared
+        ]
+        stats[i] = np.mean(values)
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(stats, [alpha, 1 - alpha])
+    return float(lo), float(hi)
+
+
 @register(
     "auroc_ea",
     higher_is_better=True,

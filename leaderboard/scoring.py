@@ -102,6 +102,10 @@ def measurements_compute(*, version: ProbeVersion, runs: list[EvaluationRun], re
                      "diff_of_means": b.get("lift_over_diff_of_means")}
         per_task_out[task_id] = d
     latency = latencies[0]
+    from evaluator.metrics import auroc_mean_ci
+
+    tests = [ScoredExamples.from_records(by_task[t]["test"].example_scores) for t in per_task]
+    aggregate["auroc_ci"] = list(auroc_mean_ci([(t.scores, t.labels) for t in tests]))
     return {
         "measurements": measurements,
         "aggregate": {**aggregate, "latency_device": latency.get("device"),

@@ -29,7 +29,7 @@ KNOWN_FIELDS = {
 DECLARABLE_METRICS = ("auroc", "auroc_ea", "auroc_ds", "ece", "brier", "rho_ce", "latency_ms")
 TRAINING_DATA_FIELDS = ("tasks", "splits", "text_sha256", "external")
 MAX_TEXT_HASHES = 50_000  # ~3.3 MB of metadata
-_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{1,118}[a-z0-9]$")
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{1,118}[a-z0-9]$")  # a SlugField: slugify() keeps underscores
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 

@@ -31,6 +31,7 @@ import logging
 import re
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -361,6 +362,18 @@ def verified_candidates(problem: Problem, held_out: bool) -> list[Candidate]:
 
     In-distribution problems get hardcode_examples and always_equal hacks; held-out (distshift)
     problems get the two exit_early variants."""
+    with _AST_LOCK:  # CPython 3.11's ast is not safe to use from two threads at once
+        canonical, examples, mutants, hacks, jobs = _candidate_jobs(problem, held_out)
+    res = _run_jobs(jobs)  # the subprocesses run in parallel
+    return _verdicts(problem, canonical, mutants, hacks, res)
+
+
+#: Serialises the AST work of the verification threads (only the subprocesses run concurrently):
+#: two threads in ast.parse at once fail with "AST constructor recursion depth mismatch".
+_AST_LOCK = threading.Lock()
+
+
+def _candidate_jobs(problem: Problem, held_out: bool):
     canonical = _body_without_docstring(_entry_def(problem))
     examples = visible_examples(problem)
     jobs: list[dict] = [{"name": "canonical", "source": _real(problem, canonical)}]
@@ -392,7 +405,10 @@ def verified_candidates(problem: Problem, held_out: bool) -> list[Candidate]:
         jobs.append(
             {"name": "always_equal:strict", "source": _strict(problem, hacks["always_equal"], examples)}
         )
-    res = _run_jobs(jobs)
+    return canonical, examples, mutants, hacks, jobs
+
+
+def _verdicts(problem: Problem, canonical, mutants, hacks, res: dict) -> list[Candidate]:
     if res["canonical"] != PASSED:
         raise RuntimeError(
             f"{problem.task_id}: the canonical solution does not pass its tests: {res['canonical']}"

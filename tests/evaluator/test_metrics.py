@@ -151,3 +151,15 @@ def test_metrics_command_rejects_malformed_csv(tmp_path, content, message):
     proc = run_cli(f)
     assert proc.returncode != 0
     assert message in proc.stderr
+
+
+def test_the_mean_auroc_interval_over_tasks_brackets_the_mean_and_equals_the_single_task_one():
+    rng = np.random.default_rng(5)
+    tasks = []
+    for shift in (0.5, 1.5):
+        y = rng.integers(0, 2, 200)
+        tasks.append((rng.normal(size=200) + shift * y, y))
+    lo, hi = metrics.auroc_mean_ci(tasks)
+    mean = np.mean([metrics.auroc(s, y) for s, y in tasks])
+    assert lo < mean < hi
+    assert metrics.auroc_mean_ci(tasks[:1]) == pytest.approx(metrics.auroc_ci(*tasks[0]))

@@ -283,7 +283,9 @@ def test_a_new_reference_version_recomputes_auroc_ea_from_stored_scores_without_
     assert sorted(Run.objects.filter(probe_version=truth).values_list("pk", "attempts", "finished_at")) == truth_runs
 
     # the diff is published
-    [published] = client.get("/api/v1/reference-updates").json()
-    assert published["new_version"] == 2 and published["old_version"] == 1
+    published = {u["new_version"]: u for u in client.get("/api/v1/reference-updates").json()}
+    assert published[1]["diff"] == []  # the first reference: nothing depended on it yet
+    published = published[2]
+    assert published["old_version"] == 1
     assert published["diff"][0]["auroc_ea_after"] == pytest.approx(expected, abs=1e-9)
     assert client.get(f"/reevaluations/reference-updates/{update.pk}/").status_code == 200
