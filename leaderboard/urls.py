@@ -22,6 +22,4 @@ urlpatterns = [
     path("reevaluations/<str:quarter>/", views.reevaluation, name="reevaluation"),
     path("leakage/", views.leakage, name="leakage"),
     path("queue/", views.queue, name="queue"),
-    # Submission.get_absolute_url: the submitter's own status page (owned by views_submit)
-    path("submissions/<int:pk>/", views.submission, name="submission"),
 ]

@@ -6,7 +6,6 @@ JavaScript: sorting, filters and the spec switch are plain links and GET forms.
 
 from __future__ import annotations
 
-import importlib.util
 from functools import wraps
 from urllib.parse import urlencode
 
@@ -290,13 +289,3 @@ def queue(request):
         "leaderboard/queue.html",
         {"entries": selectors.submission_queue(), "goal_days": selectors.POLICY["review_goal_days"]},
     )
-
-
-def submission(request, pk):
-    """``Submission.get_absolute_url``: the submitter's own status page, which the submission
-    pipeline serves (leaderboard.views_submit); private to the submitter and staff."""
-    if importlib.util.find_spec("leaderboard.views_submit") is None:
-        raise Http404("submission pages are not available")
-    from leaderboard import views_submit
-
-    return views_submit.submission_detail(request, pk)

@@ -118,9 +118,9 @@ def test_empty_queue(client, registry):
     assert "The queue is empty" in client.get(reverse("leaderboard:queue")).content.decode()
 
 
-def test_the_submission_route_delegates_to_the_submitter_page(client, registry):
-    """leaderboard:submission (Submission.get_absolute_url) is served by the submission pipeline:
-    private to its submitter, so a stranger gets 404 or a login redirect, never the details."""
+def test_a_submission_page_is_private_to_its_submitter(client, registry):
+    """Submission.get_absolute_url is the submitter's own status page: a stranger gets a login
+    redirect or 404, never the details."""
     ensure_models()
     v = public_probe(slug="mine", status="queued")
     response = client.get(v.submission.get_absolute_url())
