@@ -10,13 +10,21 @@ Findings checked (papers 000 and 003 in ../shared/papers):
 3. Truth is decodable from the middle layers, not layer 0: AUROC against layer, on train
    (grouped cross-validation) and on test.
 
+Probe configurations (``--configs``): LR-cp and PCA-cp (paper 000's supervised and unsupervised
+contrast-pair probes, last token), PCA-single (RepEval-style, paper 003: top principal component
+of the bare statement's last-token state) and LR-mean (logistic regression on the bare text's
+mean-pooled states). At layer 0 a last-token contrast-pair difference is the same vector for
+every row (the embedding of "No" minus that of "Yes"), so its 0.5 there is true by construction;
+LR-mean's layer 0 is a bag of token embeddings, the non-trivial layer-0 comparison.
+
 Every probe's layer is chosen on the train split only (``evaluator.reference_probes.layer_sweep``:
 5-fold grouped, stratified CV, highest mean AUROC, ties broken by held-out log-loss). Test numbers at
 every layer are reported for the layer curves only, never used to choose. Activations come from
 the shared activation cache (filled on the first run; one harvest per split, all layers).
 
     .venv/bin/python bench/replication.py [--models smollm2-135m-instruct,gemma-3-270m]
-        [--tasks cities-truth-v1,halueval-qa-v1] [--json var/replication.json] [--markdown PATH]
+        [--tasks cities-truth-v1,halueval-qa-v1] [--configs LR-cp,PCA-cp,PCA-single,LR-mean]
+        [--json var/replication.json] [--markdown PATH]
 
 Markdown tables go to stdout (or --markdown), the raw numbers to --json.
 """
@@ -48,14 +56,29 @@ from evaluator.registry import Registry, load_registry  # noqa: E402
 
 log = logging.getLogger("replication")
 
-METHODS = ("logistic_regression", "pca_unsupervised")
-SHORT = {"logistic_regression": "LR", "pca_unsupervised": "PCA"}
+#: probe configurations: name → (method, input, position)
+CONFIGS: dict[str, tuple[str, str, str]] = {
+    "LR-cp": ("logistic_regression", "contrast_pair", "last_token"),  # paper 000, supervised
+    "PCA-cp": ("pca_unsupervised", "contrast_pair", "last_token"),  # paper 000, unsupervised
+    "PCA-single": ("pca_unsupervised", "single", "last_token"),  # RepEval-style (paper 003)
+    "LR-mean": ("logistic_regression", "single", "mean"),  # mean-pooled: layer 0 = bag of embeddings
+}
+DESCRIBE = {
+    "LR-cp": "logistic regression on contrast-pair differences, last token",
+    "PCA-cp": "top principal component of centered contrast-pair differences, last token (unsupervised)",
+    "PCA-single": "top principal component of the bare statement's last-token state (RepEval-style, unsupervised)",
+    "LR-mean": "logistic regression on the bare text's mean-pooled states (layer 0 = bag of token embeddings)",
+}
+TRANSFER_CONFIGS = ("LR-cp", "PCA-cp", "LR-mean")
 MODELS = ("smollm2-135m-instruct", "gemma-3-270m")
 TASKS = ("cities-truth-v1", "halueval-qa-v1")
-INPUT = "contrast_pair"
-POSITION = "last_token"
 SEED = 0
 FOLDS = 5
+
+
+def recipe_for(config: str, task: str, layer: int = 0) -> Recipe:
+    method, input_kind, position = CONFIGS[config]
+    return Recipe(method, task, layer, position, input_kind, input_kind, {}, SEED)
 
 
 def score(tensors: dict[str, np.ndarray], X: np.ndarray) -> np.ndarray:
@@ -69,7 +92,8 @@ def score(tensors: dict[str, np.ndarray], X: np.ndarray) -> np.ndarray:
 def curves(
     recipe: Recipe, train: dict[int, SplitActivations], test: dict[int, SplitActivations]
 ) -> dict[str, Any]:
-    """Per layer: mean/std grouped-CV AUROC on train, and test AUROC of the probe fit on all of train."""
+    """Per layer: mean/std grouped-CV AUROC on train, and test AUROC of the probe fit on all of
+    train. The chosen layer uses the train CV only (the reference probes' rule)."""
     layers = sorted(train)
     first = train[layers[0]]
     folds = grouped_folds(first.labels, first.groups, FOLDS, recipe.seed)
@@ -95,50 +119,59 @@ def curves(
     }
 
 
-def run(models: list[str], tasks: list[str], cache_dir: Path, registry: Registry) -> dict[str, Any]:
+def run(
+    models: list[str], tasks: list[str], configs: list[str], cache_dir: Path, registry: Registry
+) -> dict[str, Any]:
     from evaluator.models import load_model
 
     cache = ActivationCache(cache_dir)
     out: dict[str, Any] = {
         "models": {},
-        "config": {"folds": FOLDS, "seed": SEED, "input": INPUT, "position": POSITION},
+        "config": {
+            "folds": FOLDS,
+            "seed": SEED,
+            "configs": {
+                c: dict(zip(("method", "input", "position"), CONFIGS[c], strict=True)) for c in configs
+            },
+        },
     }
     for model_id in models:
         start = time.perf_counter()
         lm = load_model(model_id, registry=registry, cache_dir=cache_dir, device="cpu", dtype="float32")
         layers = list(range(lm.n_layers + 1))
-        acts: dict[tuple[str, str], dict[int, SplitActivations]] = {}
-        for task in tasks:
-            base = Recipe("logistic_regression", task, 0, POSITION, INPUT, INPUT, {}, SEED)
-            for split in ("train", "test"):
-                acts[(task, split)] = train_activations(lm, registry, base, layers, cache=cache, split=split)
+        acts: dict[tuple[str, str, str], dict[int, SplitActivations]] = {}
         per_task: dict[str, Any] = {}
         for task in tasks:
             per_task[task] = {}
-            for method in METHODS:
-                recipe = Recipe(method, task, 0, POSITION, INPUT, INPUT, {}, SEED)
-                per_task[task][method] = curves(recipe, acts[(task, "train")], acts[(task, "test")])
-                log.info("%s %s %s done", model_id, task, method)
+            for config in configs:
+                recipe = recipe_for(config, task)
+                for split in ("train", "test"):
+                    acts[(config, task, split)] = train_activations(
+                        lm, registry, recipe, layers, cache=cache, split=split
+                    )
+                per_task[task][config] = curves(
+                    recipe, acts[(config, task, "train")], acts[(config, task, "test")]
+                )
+                log.info("%s %s %s done", model_id, task, config)
         transfer: list[dict[str, Any]] = []
         for source in tasks:
             for target in tasks:
                 if source == target:
                     continue
-                for method in METHODS:
-                    layer = per_task[source][method]["chosen_layer"]
-                    recipe = Recipe(method, source, layer, POSITION, INPUT, INPUT, {}, SEED)
-                    train = acts[(source, "train")][layer]
-                    t = fit_recipe(recipe, train.X, train.labels)
-                    target_test = acts[(target, "test")][layer]
+                for config in (c for c in TRANSFER_CONFIGS if c in configs):
+                    layer = per_task[source][config]["chosen_layer"]
+                    train = acts[(config, source, "train")][layer]
+                    t = fit_recipe(recipe_for(config, source, layer), train.X, train.labels)
+                    target_test = acts[(config, target, "test")][layer]
                     transfer.append(
                         {
                             "source": source,
                             "target": target,
-                            "method": method,
+                            "config": config,
                             "layer": layer,
                             "transfer_auroc": auroc(score(t, target_test.X), target_test.labels),
-                            "in_task_auroc_target_same_layer": per_task[target][method]["test_auroc"][layer],
-                            "in_task_auroc_target_own_layer": per_task[target][method]["test_at_chosen"],
+                            "in_task_auroc_target_same_layer": per_task[target][config]["test_auroc"][layer],
+                            "in_task_auroc_target_own_layer": per_task[target][config]["test_at_chosen"],
                         }
                     )
         out["models"][model_id] = {
@@ -158,74 +191,102 @@ def fmt(x: float) -> str:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines: list[str] = []
+    """The tables of RESULTS.md."""
     models = result["models"]
+    configs = list(result["config"]["configs"])
+    lines: list[str] = ["Probe configurations:", ""]
+    lines += [f"- **{c}**: {DESCRIBE[c]}" for c in configs]
     lines += [
-        "### 1. Unsupervised (PCA) vs supervised (LR) contrast-pair probes",
         "",
-        "Test AUROC at the layer chosen by grouped 5-fold CV on train (CV AUROC in brackets).",
+        "### 1. Unsupervised vs supervised probes on the truth tasks",
         "",
-        "| model | task | LR layer | LR test (train CV) | PCA layer | PCA test (train CV) | PCA − LR |",
-        "|---|---|---|---|---|---|---|",
+        "Test AUROC at the layer chosen by grouped 5-fold CV on train: `test (train CV) @layer`.",
+        "",
+        "| model | task | " + " | ".join(configs) + " |",
+        "|---|---|" + "---|" * len(configs),
     ]
     for model_id, m in models.items():
         for task, r in m["tasks"].items():
-            lr, pca = r["logistic_regression"], r["pca_unsupervised"]
-            lines.append(
-                f"| {model_id} | {task} | {lr['chosen_layer']} | {fmt(lr['test_at_chosen'])} ({fmt(lr['cv_at_chosen'])})"
-                f" | {pca['chosen_layer']} | {fmt(pca['test_at_chosen'])} ({fmt(pca['cv_at_chosen'])})"
-                f" | {pca['test_at_chosen'] - lr['test_at_chosen']:+.3f} |"
-            )
+            cells = [
+                f"{fmt(r[c]['test_at_chosen'])} ({fmt(r[c]['cv_at_chosen'])}) @{r[c]['chosen_layer']}"
+                for c in configs
+            ]
+            lines.append(f"| {model_id} | {task} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "### 2. Cross-task generalisation (train on one hallucination task, test on the other)",
         "",
-        "At the source task's chosen layer; 'in-task' is the target task's own probe (same method).",
+        "At the source task's chosen layer; 'in-task' is the target task's own probe (same configuration).",
         "",
-        "| model | method | train on → test on | layer | transfer test AUROC | in-task, same layer | in-task, own layer |",
+        "| model | probe | train on → test on | layer | transfer test AUROC | in-task, same layer | in-task, own layer |",
         "|---|---|---|---|---|---|---|",
     ]
     for model_id, m in models.items():
         for t in m["transfer"]:
             lines.append(
-                f"| {model_id} | {SHORT[t['method']]} | {t['source']} → {t['target']} | {t['layer']}"
+                f"| {model_id} | {t['config']} | {t['source']} → {t['target']} | {t['layer']}"
                 f" | {fmt(t['transfer_auroc'])} | {fmt(t['in_task_auroc_target_same_layer'])}"
                 f" | {fmt(t['in_task_auroc_target_own_layer'])} |"
             )
-    lines += ["", "### 3. Layer curves (AUROC against layer)", ""]
-    for model_id, m in models.items():
-        for task, r in m["tasks"].items():
-            lr, pca = r["logistic_regression"], r["pca_unsupervised"]
-            lines += [
-                f"**{model_id}, {task}** (contrast pairs, last token; * = layer chosen on train CV)",
-                "",
-                "| layer | LR train-CV | LR test | PCA train-CV | PCA test |",
-                "|---|---|---|---|---|",
-            ]
-            for k, layer in enumerate(lr["layers"]):
-                star_lr = "*" if layer == lr["chosen_layer"] else ""
-                star_pca = "*" if layer == pca["chosen_layer"] else ""
-                lines.append(
-                    f"| {layer} | {fmt(lr['cv_auroc'][k])}{star_lr} | {fmt(lr['test_auroc'][k])}"
-                    f" | {fmt(pca['cv_auroc'][k])}{star_pca} | {fmt(pca['test_auroc'][k])} |"
-                )
-            lines.append("")
     lines += [
-        "### Summary of the layer curves",
         "",
-        "| model | task | method | layer 0 test | best test (layer) | last layer test | chosen (train CV) test |",
+        "### 3. Layer curves: AUROC against layer",
+        "",
+        "Summary (test AUROC; the layer in brackets):",
+        "",
+        "| model | task | probe | layer 0 | best layer on test | last layer | chosen on train CV |",
         "|---|---|---|---|---|---|---|",
     ]
     for model_id, m in models.items():
         for task, r in m["tasks"].items():
-            for method in METHODS:
-                c = r[method]
-                best = int(np.argmax(c["test_auroc"]))
+            for c in configs:
+                cur = r[c]
+                best = int(np.argmax(cur["test_auroc"]))
                 lines.append(
-                    f"| {model_id} | {task} | {SHORT[method]} | {fmt(c['test_auroc'][0])}"
-                    f" | {fmt(c['test_auroc'][best])} ({c['layers'][best]}) | {fmt(c['test_auroc'][-1])}"
-                    f" | {fmt(c['test_at_chosen'])} ({c['chosen_layer']}) |"
+                    f"| {model_id} | {task} | {c} | {fmt(cur['test_auroc'][0])}"
+                    f" | {fmt(cur['test_auroc'][best])} ({cur['layers'][best]}) | {fmt(cur['test_auroc'][-1])}"
+                    f" | {fmt(cur['test_at_chosen'])} ({cur['chosen_layer']}) |"
                 )
+    lines.append("")
+    for model_id, m in models.items():
+        for task, r in m["tasks"].items():
+            lines += [
+                f"**{model_id}, {task}**: train-CV / test AUROC per layer (* = chosen on train CV)",
+                "",
+                "| layer | " + " | ".join(configs) + " |",
+                "|---|" + "---|" * len(configs),
+            ]
+            for k, layer in enumerate(r[configs[0]]["layers"]):
+                cells = []
+                for c in configs:
+                    cur = r[c]
+                    star = "*" if layer == cur["chosen_layer"] else ""
+                    cells.append(f"{fmt(cur['cv_auroc'][k])}{star} / {fmt(cur['test_auroc'][k])}")
+                lines.append(f"| {layer} | " + " | ".join(cells) + " |")
+            lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def reference_table(registry: Registry) -> str:
+    """The reference probes' recorded numbers (registry/reference_probes/*/reference.json)."""
+    from evaluator.reference_probes import load_manifest, read_sidecar
+
+    lines = [
+        "| slug | model | task | method | input | layer (train CV) | test AUROC [95% CI] | auroc_ea | auroc_ds"
+        " | ECE | category AUROC |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for entry in load_manifest(registry):
+        side = read_sidecar(entry.directory(registry.root))
+        sweep, ev = side["layer_sweep"], side["evaluation"]
+        own = ev["tasks"][entry.task]
+        ea = "n/a" if own["auroc_ea"] is None else fmt(own["auroc_ea"])
+        lines.append(
+            f"| {entry.slug} | {entry.base_model} | {entry.task} | {entry.method} | {entry.recipe['input']}"
+            f" | {sweep['chosen_layer']} ({fmt(sweep['cv_auroc'][sweep['layers'].index(sweep['chosen_layer'])])})"
+            f" | {fmt(own['auroc'])} [{fmt(own['auroc_ci'][0])}, {fmt(own['auroc_ci'][1])}] | {ea}"
+            f" | {fmt(own['auroc_ds'])} | {fmt(own['ece'])} | {fmt(ev['aggregate']['auroc'])} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -233,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--tasks", default=",".join(TASKS))
+    parser.add_argument("--configs", default=",".join(CONFIGS), help=f"of {', '.join(CONFIGS)}")
     parser.add_argument(
         "--cache-dir",
         type=Path,
@@ -240,13 +302,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, default=None, help="write the raw numbers here")
     parser.add_argument("--markdown", type=Path, default=None, help="write the tables here (else stdout)")
+    parser.add_argument(
+        "--reference-probes",
+        action="store_true",
+        help="print only the table of the reference probes' recorded metrics (no model, no fitting)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr)
     registry = load_registry(ROOT)
+    if args.reference_probes:
+        sys.stdout.write(reference_table(registry))
+        return 0
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    result = run(models, tasks, args.cache_dir, registry)
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown:
+        parser.error(f"unknown configuration(s) {', '.join(unknown)}; accepted: {', '.join(CONFIGS)}")
+    result = run(models, tasks, configs, args.cache_dir, registry)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")

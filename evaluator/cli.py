@@ -17,7 +17,9 @@ from pathlib import Path
 
 from evaluator.errors import EvaluatorError
 
-COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], object]]] = {}
+COMMANDS: dict[
+    str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], object]]
+] = {}
 
 
 def command(name: str, add_arguments: Callable[[argparse.ArgumentParser], None]):
@@ -64,7 +66,9 @@ def run_score(args: argparse.Namespace) -> dict:
 
 
 def _metrics_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scores", required=True, type=Path, help="CSV with columns score,label[,ref_score][,prob]")
+    p.add_argument(
+        "--scores", required=True, type=Path, help="CSV with columns score,label[,ref_score][,prob]"
+    )
 
 
 def _read_scores_csv(path: Path) -> dict[str, list[float]]:
@@ -89,7 +93,9 @@ def _read_scores_csv(path: Path) -> dict[str, list[float]]:
                 try:
                     value = float(raw)
                 except ValueError:
-                    raise EvaluatorError(f"{path}: line {line_no}: column {col} is not a number: {raw!r}") from None
+                    raise EvaluatorError(
+                        f"{path}: line {line_no}: column {col} is not a number: {raw!r}"
+                    ) from None
                 if not math.isfinite(value):
                     raise EvaluatorError(f"{path}: line {line_no}: column {col} is not finite: {raw!r}")
                 if col == "label" and value not in (0.0, 1.0):
@@ -113,8 +119,12 @@ def run_metrics(args: argparse.Namespace) -> dict:
 
 
 def _text_hashes_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", type=Path,
-                   help="JSONL files with a 'text' field per line (or plain text, one text per line, with --lines)")
+    p.add_argument(
+        "files",
+        nargs="+",
+        type=Path,
+        help="JSONL files with a 'text' field per line (or plain text, one text per line, with --lines)",
+    )
     p.add_argument("--lines", action="store_true", help="the files hold one text per line")
 
 
@@ -140,8 +150,10 @@ def run_text_hashes(args: argparse.Namespace) -> dict:
                 try:
                     text = json.loads(line)["text"]
                 except (json.JSONDecodeError, KeyError, TypeError):
-                    raise EvaluatorError(f"{path}: line {line_no} is not a JSON object with a 'text' field"
-                                         " (use --lines for plain text)") from None
+                    raise EvaluatorError(
+                        f"{path}: line {line_no} is not a JSON object with a 'text' field"
+                        " (use --lines for plain text)"
+                    ) from None
             hashes.add(text_hash(str(text)))
             n += 1
     return {"texts": n, "text_sha256": sorted(hashes)}

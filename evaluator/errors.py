@@ -26,9 +26,7 @@ class UnknownNameError(EvaluatorError):
         self.kind, self.name, self.accepted = kind, name, list(accepted)
         hint = difflib.get_close_matches(str(name), self.accepted, n=1)
         did_you_mean = f" (did you mean {hint[0]!r}?)" if hint else ""
-        super().__init__(
-            f"unknown {kind} {name!r}{did_you_mean}; accepted: {', '.join(self.accepted)}"
-        )
+        super().__init__(f"unknown {kind} {name!r}{did_you_mean}; accepted: {', '.join(self.accepted)}")
 
 
 class MetricInputError(EvaluatorError):

@@ -912,7 +912,9 @@ def aggregate_measurements(
         "n_tasks": len(metrics),
         "n_test": int(sum(m.n_test for m in metrics)),
         "lift_over_random": float(np.mean([b["lift_over_random"] for b in lifts])) if lifts else None,
-        "lift_over_diff_of_means": float(np.mean([b["lift_over_diff_of_means"] for b in lifts])) if lifts else None,
+        "lift_over_diff_of_means": float(np.mean([b["lift_over_diff_of_means"] for b in lifts]))
+        if lifts
+        else None,
     }
     return aggregate, imputed, measurements
 

@@ -67,8 +67,13 @@ def _seed(task_id: str, quarter: str) -> int:
 
 
 def mint_holdout(
-    *, task_id: str, quarter: str, pool: list[dict], used_ids: set[str] | frozenset = frozenset(),
-    size: int = DEFAULT_SIZE, forbidden_texts: set[str] | frozenset = frozenset(),
+    *,
+    task_id: str,
+    quarter: str,
+    pool: list[dict],
+    used_ids: set[str] | frozenset = frozenset(),
+    size: int = DEFAULT_SIZE,
+    forbidden_texts: set[str] | frozenset = frozenset(),
 ) -> Holdout:
     """Sample about ``size`` rows (half per label where the pool allows) from ``pool``.
 
@@ -92,8 +97,11 @@ def mint_holdout(
     for row in pool:
         groups[str(row.get("group", row["id"]))].append(row)
     if forbidden_texts:
-        groups = {g: rows for g, rows in groups.items()
-                  if not any(text_hash(r.get("text", "")) in forbidden_texts for r in rows)}
+        groups = {
+            g: rows
+            for g, rows in groups.items()
+            if not any(text_hash(r.get("text", "")) in forbidden_texts for r in rows)
+        }
     names = sorted(groups)
     stale_set = {g for g in names if any(r["id"] in used_ids for r in groups[g])}
     fresh = [g for g in names if g not in stale_set]

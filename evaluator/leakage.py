@@ -52,12 +52,22 @@ class SplitOverlap:
     example_ids: tuple[str, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict:
-        return {"task": self.task_id, "split": self.split, "rows": self.rows, "split_rows": self.split_rows,
-                "sources": list(self.sources), "example_ids": list(self.example_ids)}
+        return {
+            "task": self.task_id,
+            "split": self.split,
+            "rows": self.rows,
+            "split_rows": self.split_rows,
+            "sources": list(self.sources),
+            "example_ids": list(self.example_ids),
+        }
 
 
 def declared_text_sources(
-    registry: Registry, *, tasks: Iterable[str], splits: Iterable[str], text_sha256: Iterable[str] = (),
+    registry: Registry,
+    *,
+    tasks: Iterable[str],
+    splits: Iterable[str],
+    text_sha256: Iterable[str] = (),
 ) -> dict[str, set[str]]:
     """Normalised-text hash → what declared it: every row of each declared task split, plus the
     hashes a submitter uploaded for external data."""
@@ -75,7 +85,10 @@ def declared_text_sources(
 
 
 def overlapping_test_splits(
-    registry: Registry, declared: dict[str, set[str]], *, tasks: Iterable[str] | None = None,
+    registry: Registry,
+    declared: dict[str, set[str]],
+    *,
+    tasks: Iterable[str] | None = None,
 ) -> list[SplitOverlap]:
     """The test splits (of ``tasks``, default every task) holding a row whose normalised text the
     training data declares."""
@@ -88,9 +101,14 @@ def overlapping_test_splits(
         shared = [(row_id, h) for row_id, h in rows if h in declared]
         if not shared:
             continue
-        found.append(SplitOverlap(
-            task_id=task_id, split="test", rows=len(shared), split_rows=len(rows),
-            sources=tuple(sorted(set().union(*(declared[h] for _, h in shared)))),
-            example_ids=tuple(sorted(row_id for row_id, _ in shared)[:EXAMPLES_KEPT]),
-        ))
+        found.append(
+            SplitOverlap(
+                task_id=task_id,
+                split="test",
+                rows=len(shared),
+                split_rows=len(rows),
+                sources=tuple(sorted(set().union(*(declared[h] for _, h in shared)))),
+                example_ids=tuple(sorted(row_id for row_id, _ in shared)[:EXAMPLES_KEPT]),
+            )
+        )
     return found

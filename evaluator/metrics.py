@@ -132,7 +132,9 @@ def auroc_mean_ci(
     for scores, labels in groups:
         s, y = _as_arrays(scores, labels)
         _two_classes(y)
-        labels_bs = np.concatenate((np.ones(int(y.sum()), np.int64), np.zeros(int(y.size - y.sum()), np.int64)))
+        labels_bs = np.concatenate(
+            (np.ones(int(y.sum()), np.int64), np.zeros(int(y.size - y.sum()), np.int64))
+        )
         prepared.append((s[y == 1], s[y == 0], labels_bs))
     if not prepared:
         raise MetricInputError("no tasks to average")

@@ -345,7 +345,9 @@ def _check_supersessions(tasks: dict[str, TaskSpec], where: str) -> None:
                 " a refreshed task keeps its category"
             )
         if old_id in claimed:
-            raise RegistryError(f"{where}: task {old_id} is superseded by both {claimed[old_id]} and {task.id}")
+            raise RegistryError(
+                f"{where}: task {old_id} is superseded by both {claimed[old_id]} and {task.id}"
+            )
         if old.superseded_by not in (None, task.id):
             raise RegistryError(
                 f"{where}: task {task.id} supersedes {old_id}, but {old_id} says superseded_by"
@@ -371,8 +373,19 @@ def load_licenses(path: Path) -> dict[str, LicenseSpec]:
 def load_models(path: Path) -> dict[str, ModelSpec]:
     data = _read_yaml(path) or {}
     known = {f.name for f in dataclasses.fields(ModelSpec)} - {"extra"}
-    required = ("id", "family", "architecture", "n_layers", "d_model", "license", "package",
-                "package_version", "file", "format", "weights_sha256")
+    required = (
+        "id",
+        "family",
+        "architecture",
+        "n_layers",
+        "d_model",
+        "license",
+        "package",
+        "package_version",
+        "file",
+        "format",
+        "weights_sha256",
+    )
     out: dict[str, ModelSpec] = {}
     for i, entry in enumerate(data.get("models") or []):
         _require(entry, required, f"{path}: models[{i}]")
@@ -405,8 +418,7 @@ def load_weights_spec(path: Path) -> WeightsSpec:
             raise RegistryError(f"{path}: weight {name} must be a non-negative number, got {w!r}")
         if w > MAX_COMPONENT_WEIGHT + 1e-9:
             raise RegistryError(
-                f"{path}: weight {name} = {w} exceeds the component cap of {MAX_COMPONENT_WEIGHT}"
-                " (norm 1)"
+                f"{path}: weight {name} = {w} exceeds the component cap of {MAX_COMPONENT_WEIGHT} (norm 1)"
             )
     total = sum(weights.values())
     if not math.isclose(total, 1.0, abs_tol=1e-9):

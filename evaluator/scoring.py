@@ -73,8 +73,17 @@ class Measurements:
         missing = [k for k in required if data.get(k) is None]
         if missing:
             raise EvaluatorError(f"components: missing required value(s) {', '.join(missing)}")
-        known = {"auroc", "auroc_ea", "auroc_ds", "ece", "rho_ce", "latency_ms", "license",
-                 "ea_not_applicable", "auroc_ds_partial_note"}
+        known = {
+            "auroc",
+            "auroc_ea",
+            "auroc_ds",
+            "ece",
+            "rho_ce",
+            "latency_ms",
+            "license",
+            "ea_not_applicable",
+            "auroc_ds_partial_note",
+        }
         unknown = sorted(set(data) - known)
         if unknown:
             raise EvaluatorError(
@@ -133,9 +142,7 @@ def probe_score(m: Measurements, *, spec: WeightsSpec, licenses: dict[str, Licen
     total = sum(c.contribution for c in components.values())
     measured = [c for c in components.values() if not c.imputed]
     measured_weight = sum(c.weight for c in measured)
-    measured_total = (
-        sum(c.contribution for c in measured) / measured_weight if measured_weight > 0 else None
-    )
+    measured_total = sum(c.contribution for c in measured) / measured_weight if measured_weight > 0 else None
     return ProbeScore(spec.version, total, measured_total, components)
 
 

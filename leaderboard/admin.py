@@ -61,7 +61,16 @@ class ProbeVersionInline(admin.TabularInline):
     model = m.ProbeVersion
     extra = 0
     can_delete = False
-    fields = ("number", "artifact_sha256", "layer", "position", "input", "license", "reproduced", "created_at")
+    fields = (
+        "number",
+        "artifact_sha256",
+        "layer",
+        "position",
+        "input",
+        "license",
+        "reproduced",
+        "created_at",
+    )
     readonly_fields = fields
 
     def has_add_permission(self, request, obj=None):
@@ -70,7 +79,16 @@ class ProbeVersionInline(admin.TabularInline):
 
 @admin.register(m.Probe)
 class ProbeAdmin(admin.ModelAdmin):
-    list_display = ("slug", "name", "category", "base_model", "owner", "status", "stability_quarters", "is_reference")
+    list_display = (
+        "slug",
+        "name",
+        "category",
+        "base_model",
+        "owner",
+        "status",
+        "stability_quarters",
+        "is_reference",
+    )
     list_filter = ("category", "base_model", "status", "is_reference")
     search_fields = ("slug", "name", "owner__username")
     readonly_fields = ("slug", "owner", "category", "base_model", "created_at", "stability_quarters")
@@ -91,8 +109,19 @@ class SubmissionAdmin(admin.ModelAdmin):
     list_filter = ("status", "via")
     ordering = ("created_at",)
     search_fields = ("probe_version__probe__slug", "submitter__username")
-    readonly_fields = ("probe_version", "submitter", "status", "via", "progress", "step",
-                       "failure_reason", "reviewed_by", "created_at", "updated_at", "finished_at")
+    readonly_fields = (
+        "probe_version",
+        "submitter",
+        "status",
+        "via",
+        "progress",
+        "step",
+        "failure_reason",
+        "reviewed_by",
+        "created_at",
+        "updated_at",
+        "finished_at",
+    )
     fields = readonly_fields + ("rejection_reason",)
     actions = ["reject_selected"]
 
@@ -113,7 +142,18 @@ class SubmissionAdmin(admin.ModelAdmin):
 
 @admin.register(m.EvaluationRun)
 class EvaluationRunAdmin(ReadOnlyAdmin):
-    list_display = ("id", "probe_version", "kind", "task", "split", "base_model", "status", "progress", "attempts", "worker_host")
+    list_display = (
+        "id",
+        "probe_version",
+        "kind",
+        "task",
+        "split",
+        "base_model",
+        "status",
+        "progress",
+        "attempts",
+        "worker_host",
+    )
     list_filter = ("status", "kind", "base_model")
     exclude = ("example_scores",)
 
@@ -158,8 +198,17 @@ class ReevaluationCycleAdmin(admin.ModelAdmin):
 
     list_display = ("quarter", "status", "triggered_by", "started_at", "finished_at", "run_progress")
     inlines = [CycleResultInline]
-    readonly_fields = ("quarter", "status", "run_progress", "triggered_by", "holdouts", "diff", "error",
-                       "started_at", "finished_at")
+    readonly_fields = (
+        "quarter",
+        "status",
+        "run_progress",
+        "triggered_by",
+        "holdouts",
+        "diff",
+        "error",
+        "started_at",
+        "finished_at",
+    )
 
     def get_inlines(self, request, obj):
         return self.inlines if obj is not None else []
@@ -195,11 +244,19 @@ class ReevaluationCycleAdmin(admin.ModelAdmin):
             except ServiceError as exc:
                 self.message_user(request, exc.message, level=messages.ERROR)
                 return redirect("admin:leaderboard_reevaluationcycle_changelist")
-            self.message_user(request, f"cycle {quarter} started: {len(cycle.holdouts)} holdout(s) minted,"
-                                       f" {cycle.runs.count()} run(s) queued", level=messages.SUCCESS)
+            self.message_user(
+                request,
+                f"cycle {quarter} started: {len(cycle.holdouts)} holdout(s) minted,"
+                f" {cycle.runs.count()} run(s) queued",
+                level=messages.SUCCESS,
+            )
             return redirect("admin:leaderboard_reevaluationcycle_change", cycle.pk)
-        context = {**self.admin_site.each_context(request), "title": "Start a quarterly re-evaluation",
-                   "form": form, "opts": self.model._meta}
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Start a quarterly re-evaluation",
+            "form": form,
+            "opts": self.model._meta,
+        }
         return TemplateResponse(request, "admin/leaderboard/cycle_start.html", context)
 
 
@@ -221,7 +278,9 @@ class LeakageOpenForm(forms.ModelForm):
         if version is not None and data.get("probe") is not None and version.probe_id != data["probe"].pk:
             self.add_error("probe_version", "this version belongs to another probe")
         if not data.get("evidence"):
-            self.add_error("evidence", 'a record opened by hand needs evidence, e.g. {"overlap": [...], "source": "..."}')
+            self.add_error(
+                "evidence", 'a record opened by hand needs evidence, e.g. {"overlap": [...], "source": "..."}'
+            )
         return data
 
 
@@ -230,7 +289,8 @@ class LeakageReviewForm(forms.ModelForm):
 
     decision = forms.ChoiceField(
         choices=[("", "keep open"), ("confirm", "confirm: public and permanent"), ("dismiss", "dismiss")],
-        required=False, help_text="confirming needs a public note and can never be undone",
+        required=False,
+        help_text="confirming needs a public note and can never be undone",
     )
 
     class Meta:
@@ -254,8 +314,21 @@ class LeakageRecordAdmin(admin.ModelAdmin):
     list_filter = ("status", "source", "rule")
     search_fields = ("probe__slug", "summary")
     actions = ["confirm_selected", "dismiss_selected"]
-    REVIEW_FIELDS = ("probe", "probe_version", "source", "rule", "status", "summary", "evidence", "public_note",
-                     "decision", "opened_by", "reviewed_by", "created_at", "reviewed_at")
+    REVIEW_FIELDS = (
+        "probe",
+        "probe_version",
+        "source",
+        "rule",
+        "status",
+        "summary",
+        "evidence",
+        "public_note",
+        "decision",
+        "opened_by",
+        "reviewed_by",
+        "created_at",
+        "reviewed_at",
+    )
     EDITABLE_WHILE_OPEN = ("summary", "evidence", "public_note", "decision")
 
     def get_form(self, request, obj=None, change=False, **kwargs):
@@ -295,15 +368,20 @@ class LeakageRecordAdmin(admin.ModelAdmin):
 
         if not change:
             record = leakage_record_open(
-                probe=obj.probe, probe_version=obj.probe_version, summary=obj.summary,
-                evidence=obj.evidence, opened_by=request.user,
+                probe=obj.probe,
+                probe_version=obj.probe_version,
+                summary=obj.summary,
+                evidence=obj.evidence,
+                opened_by=request.user,
             )
             obj.pk = record.pk
             return
         super().save_model(request, obj, form, change)  # the edits of an open record
         decision = form.cleaned_data.get("decision")
         if decision:
-            leakage_record_review(record=obj, by=request.user, confirm=decision == "confirm", note=obj.public_note)
+            leakage_record_review(
+                record=obj, by=request.user, confirm=decision == "confirm", note=obj.public_note
+            )
             obj.refresh_from_db()
 
     @admin.action(description="Confirm selected records (public and permanent; each needs its public note)")
@@ -319,6 +397,8 @@ class LeakageRecordAdmin(admin.ModelAdmin):
 
         for record in queryset.filter(status=m.LeakageRecord.Status.OPEN):
             try:
-                leakage_record_review(record=record, by=request.user, confirm=confirm, note=record.public_note)
+                leakage_record_review(
+                    record=record, by=request.user, confirm=confirm, note=record.public_note
+                )
             except ServiceError as exc:
                 self.message_user(request, f"record {record.pk}: {exc.message}", level=messages.ERROR)

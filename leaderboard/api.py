@@ -659,8 +659,14 @@ class CycleDetailOutput(serializers.Serializer):
     started_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
     holdouts = serializers.DictField(help_text="task → the holdout minted this quarter (path, rows, sha256)")
-    progress = inline_serializer("CycleProgress", fields={
-        "total": serializers.IntegerField(), "done": serializers.IntegerField(), "failed": serializers.IntegerField()})
+    progress = inline_serializer(
+        "CycleProgress",
+        fields={
+            "total": serializers.IntegerField(),
+            "done": serializers.IntegerField(),
+            "failed": serializers.IntegerField(),
+        },
+    )
     diff = serializers.DictField(help_text="the public diff")
     results = CycleResultRowOutput(many=True)
 

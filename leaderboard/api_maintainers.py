@@ -26,10 +26,18 @@ class ReevaluationStartApi(APIView):
         operation_id="reevaluations_start",
         request=InputSerializer,
         responses={
-            201: inline_serializer("CycleStarted", fields={
-                "quarter": serializers.CharField(), "status": serializers.CharField(),
-                "runs": serializers.IntegerField(), "url": serializers.CharField()}),
-            400: ErrorSerializer, 403: ErrorSerializer, 409: ErrorSerializer,
+            201: inline_serializer(
+                "CycleStarted",
+                fields={
+                    "quarter": serializers.CharField(),
+                    "status": serializers.CharField(),
+                    "runs": serializers.IntegerField(),
+                    "url": serializers.CharField(),
+                },
+            ),
+            400: ErrorSerializer,
+            403: ErrorSerializer,
+            409: ErrorSerializer,
         },
     )
     def post(self, request):
@@ -39,5 +47,12 @@ class ReevaluationStartApi(APIView):
             cycle = reevaluation_start(quarter=data.validated_data["quarter"], by=request.user)
         except ServiceError as exc:
             return error_response(exc)
-        return Response({"quarter": cycle.quarter, "status": cycle.status, "runs": cycle.runs.count(),
-                         "url": f"/api/v1/reevaluations/{cycle.quarter}"}, status=status.HTTP_201_CREATED)
+        return Response(
+            {
+                "quarter": cycle.quarter,
+                "status": cycle.status,
+                "runs": cycle.runs.count(),
+                "url": f"/api/v1/reevaluations/{cycle.quarter}",
+            },
+            status=status.HTTP_201_CREATED,
+        )

@@ -80,8 +80,12 @@ class SubmissionDetailSerializer(SubmissionOutputSerializer):
 
     def get_scores(self, obj) -> dict:
         return {
-            s.spec_id: {"total": s.total, "measured_total": s.measured_total, "components": s.components,
-                        "measurements": s.measurements}
+            s.spec_id: {
+                "total": s.total,
+                "measured_total": s.measured_total,
+                "components": s.components,
+                "measurements": s.measurements,
+            }
             for s in obj.scores_sorted
         }
 
@@ -111,8 +115,14 @@ class SubmissionListCreateApi(APIView):
         operation_id="submissions_create",
         request=SubmissionInputSerializer,
         responses={
-            201: inline_serializer("SubmissionCreated", fields={
-                "id": serializers.IntegerField(), "status": serializers.CharField(), "url": serializers.URLField()}),
+            201: inline_serializer(
+                "SubmissionCreated",
+                fields={
+                    "id": serializers.IntegerField(),
+                    "status": serializers.CharField(),
+                    "url": serializers.URLField(),
+                },
+            ),
             400: OpenApiResponse(ErrorSerializer, description="invalid metadata or artifact"),
             401: OpenApiResponse(description="no or invalid token"),
             409: OpenApiResponse(ErrorSerializer, description="the same artifact was already submitted"),
@@ -125,20 +135,34 @@ class SubmissionListCreateApi(APIView):
         if "artifact" in missing and "artifact" in request.FILES:
             missing.remove("artifact")
         if missing:
-            return Response({"error": f"missing field(s): {', '.join(missing)}; a submission is multipart with"
-                             " artifact (.safetensors file) and metadata (JSON)", "field": missing[0]},
-                            status=status.HTTP_400_BAD_REQUEST)
+            return Response(
+                {
+                    "error": f"missing field(s): {', '.join(missing)}; a submission is multipart with"
+                    " artifact (.safetensors file) and metadata (JSON)",
+                    "field": missing[0],
+                },
+                status=status.HTTP_400_BAD_REQUEST,
+            )
         artifact = request.FILES.get("artifact")
         if artifact is None:
-            return Response({"error": "artifact: must be an uploaded file (multipart)", "field": "artifact"},
-                            status=status.HTTP_400_BAD_REQUEST)
+            return Response(
+                {"error": "artifact: must be an uploaded file (multipart)", "field": "artifact"},
+                status=status.HTTP_400_BAD_REQUEST,
+            )
         try:
-            sub = submission_create(user=request.user, artifact=artifact, metadata=data["metadata"],
-                                    recipe=data["recipe"] or None, via="api")
+            sub = submission_create(
+                user=request.user,
+                artifact=artifact,
+                metadata=data["metadata"],
+                recipe=data["recipe"] or None,
+                via="api",
+            )
         except ServiceError as exc:
             return error_response(exc)
         out = SubmissionOutputSerializer(sub, context={"request": request}).data
-        return Response({"id": out["id"], "status": out["status"], "url": out["url"]}, status=status.HTTP_201_CREATED)
+        return Response(
+            {"id": out["id"], "status": out["status"], "url": out["url"]}, status=status.HTTP_201_CREATED
+        )
 
     @extend_schema(operation_id="submissions_list", responses=SubmissionOutputSerializer(many=True))
     def get(self, request):
@@ -152,7 +176,9 @@ class SubmissionDetailApi(APIView):
     authentication_classes = [TokenAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(operation_id="submissions_retrieve", responses={200: SubmissionDetailSerializer, 404: ErrorSerializer})
+    @extend_schema(
+        operation_id="submissions_retrieve", responses={200: SubmissionDetailSerializer, 404: ErrorSerializer}
+    )
     def get(self, request, pk: int):
         sub = submission_detail_get(pk=pk, user=request.user)
         if sub is None:  # someone else's submission is indistinguishable from a missing one

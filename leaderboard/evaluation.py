@@ -79,10 +79,14 @@ def probe_for(version: ProbeVersion):
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise InfrastructureError(f"artifact file {version.artifact_path} is missing from the store") from None
+        raise InfrastructureError(
+            f"artifact file {version.artifact_path} is missing from the store"
+        ) from None
     sha = hashlib.sha256(data).hexdigest()
     if sha != version.artifact_sha256:
-        raise InfrastructureError(f"artifact {version.artifact_path} hashes to {sha}, not {version.artifact_sha256}")
+        raise InfrastructureError(
+            f"artifact {version.artifact_path} hashes to {sha}, not {version.artifact_sha256}"
+        )
     metadata = {k: v for k, v in version.metadata.items() if k != "probe"}
     if version.recipe is not None:
         metadata["recipe"] = version.recipe
@@ -119,15 +123,29 @@ def _score(run: EvaluationRun, progress: Progress) -> RunOutcome:
     lm = loaded_model(probe.base_model)
     with_extras = run.kind == Run.Kind.SCORE and run.split == "test"
     result = execute_run(
-        probe, task_id=run.task_id, split=run.split, registry=registry(), cache_dir=settings.CACHE_DIR,
-        lm=lm, harvest_config=harvest_config(),
+        probe,
+        task_id=run.task_id,
+        split=run.split,
+        registry=registry(),
+        cache_dir=settings.CACHE_DIR,
+        lm=lm,
+        harvest_config=harvest_config(),
         progress=sub_progress(progress, 0.0, 0.7 if with_extras else 1.0),
     )
     outcome = RunOutcome(
         example_scores=result.examples.to_records(),
-        metrics={"n": result.n, "model": result.model, "config": result.config, "cache_hit": result.cache_hit,
-                 "probe_sha256": result.probe_sha256, "layer": result.layer, "position": result.position},
-        timings=result.timings, cache_key=result.cache_key, split_sha256=result.split_sha256,
+        metrics={
+            "n": result.n,
+            "model": result.model,
+            "config": result.config,
+            "cache_hit": result.cache_hit,
+            "probe_sha256": result.probe_sha256,
+            "layer": result.layer,
+            "position": result.position,
+        },
+        timings=result.timings,
+        cache_key=result.cache_key,
+        split_sha256=result.split_sha256,
     )
     if with_extras:
         from evaluator.activations import ActivationCache, split_activations
@@ -138,14 +156,23 @@ def _score(run: EvaluationRun, progress: Progress) -> RunOutcome:
         cache = ActivationCache(settings.CACHE_DIR)
         acts = {
             split: split_activations(
-                lm, registry(), run.task_id, split, layers=[probe.layer], position=probe.metadata.position,
-                input_kind=probe.metadata.input, cache=cache, config=harvest_config(),
+                lm,
+                registry(),
+                run.task_id,
+                split,
+                layers=[probe.layer],
+                position=probe.metadata.position,
+                input_kind=probe.metadata.input,
+                cache=cache,
+                config=harvest_config(),
                 progress=sub_progress(progress, lo, hi, f"baseline {split} "),
             )[probe.layer]
             for split, lo, hi in (("train", 0.7, 0.85), ("test", 0.85, 0.9))
         }
         probe_auroc = auroc(result.examples.scores, result.examples.labels)
-        outcome.metrics["baselines"] = baselines(acts["train"], acts["test"], probe_auroc=probe_auroc).to_dict()
+        outcome.metrics["baselines"] = baselines(
+            acts["train"], acts["test"], probe_auroc=probe_auroc
+        ).to_dict()
         progress(0.9, "latency")
         prompt = median_length_prompt(registry(), run.task_id, probe.metadata.input)
         outcome.metrics["latency"] = measure_latency(probe, lm, prompt=prompt).to_dict()
@@ -157,22 +184,39 @@ def _reproduce(run: EvaluationRun, progress: Progress) -> RunOutcome:
     from evaluator.evaluate import reproduction_check
 
     probe = probe_for(run.probe_version)
-    result = reproduction_check(probe, registry=registry(), cache_dir=settings.CACHE_DIR,
-                                lm=loaded_model(probe.base_model), harvest_config=harvest_config(),
-                                progress=progress)
-    return RunOutcome(metrics={"reproduction": result.to_dict()}, timings={"total": result.seconds},
-                      cache_key=result.train_cache_key)
+    result = reproduction_check(
+        probe,
+        registry=registry(),
+        cache_dir=settings.CACHE_DIR,
+        lm=loaded_model(probe.base_model),
+        harvest_config=harvest_config(),
+        progress=progress,
+    )
+    return RunOutcome(
+        metrics={"reproduction": result.to_dict()},
+        timings={"total": result.seconds},
+        cache_key=result.train_cache_key,
+    )
 
 
 def _transfer(run: EvaluationRun, progress: Progress) -> RunOutcome:
     from evaluator.transfer import cross_model_transfer
 
     probe = probe_for(run.probe_version)
-    [result] = cross_model_transfer(probe, targets=[run.base_model_id], registry=registry(),
-                                    cache_dir=settings.CACHE_DIR, config=harvest_config(), progress=progress,
-                                    load=loaded_model)
-    return RunOutcome(metrics={"transfer": result.to_dict()}, timings={"total": result.seconds},
-                      cache_key=result.refit_train_cache_key)
+    [result] = cross_model_transfer(
+        probe,
+        targets=[run.base_model_id],
+        registry=registry(),
+        cache_dir=settings.CACHE_DIR,
+        config=harvest_config(),
+        progress=progress,
+        load=loaded_model,
+    )
+    return RunOutcome(
+        metrics={"transfer": result.to_dict()},
+        timings={"total": result.seconds},
+        cache_key=result.refit_train_cache_key,
+    )
 
 
 def _holdout(run: EvaluationRun, progress: Progress) -> RunOutcome:
@@ -184,9 +228,21 @@ def _holdout(run: EvaluationRun, progress: Progress) -> RunOutcome:
         raise EvaluatorError(f"cycle {run.cycle.quarter} has no holdout for {run.task_id}")
     probe = probe_for(run.probe_version)
     result = execute_run(
-        probe, task_id=run.task_id, split="holdout", registry=registry(), cache_dir=settings.CACHE_DIR,
-        lm=loaded_model(probe.base_model), harvest_config=harvest_config(), progress=progress,
-        split_file=Path(settings.DATA_DIR) / holdout["path"], split_sha256=holdout["sha256"],
+        probe,
+        task_id=run.task_id,
+        split="holdout",
+        registry=registry(),
+        cache_dir=settings.CACHE_DIR,
+        lm=loaded_model(probe.base_model),
+        harvest_config=harvest_config(),
+        progress=progress,
+        split_file=Path(settings.DATA_DIR) / holdout["path"],
+        split_sha256=holdout["sha256"],
     )
-    return RunOutcome(example_scores=result.examples.to_records(), metrics={"n": result.n, "model": result.model},
-                      timings=result.timings, cache_key=result.cache_key, split_sha256=result.split_sha256)
+    return RunOutcome(
+        example_scores=result.examples.to_records(),
+        metrics={"n": result.n, "model": result.model},
+        timings=result.timings,
+        cache_key=result.cache_key,
+        split_sha256=result.split_sha256,
+    )

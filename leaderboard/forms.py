@@ -14,7 +14,9 @@ class SubmissionForm(forms.Form):
     artifact = forms.FileField(help_text="probe.safetensors (never a pickle)")
     name = forms.CharField(max_length=160)
     category = forms.ModelChoiceField(queryset=Category.objects.all(), to_field_name="slug")
-    base_model = forms.ModelChoiceField(queryset=BaseModel.objects.filter(is_active=True), to_field_name="slug")
+    base_model = forms.ModelChoiceField(
+        queryset=BaseModel.objects.filter(is_active=True), to_field_name="slug"
+    )
     layer = forms.IntegerField(min_value=0, help_text="0 = embeddings, L = residual after block L")
     position = forms.ChoiceField(choices=[(p, p) for p in POSITIONS])
     input = forms.ChoiceField(choices=[(p, p) for p in INPUTS], label="Input")
@@ -24,34 +26,46 @@ class SubmissionForm(forms.Form):
     paper_url = forms.URLField(required=False, assume_scheme="https")
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
     training_tasks = forms.ModelMultipleChoiceField(
-        queryset=Task.objects.all(), to_field_name="slug", required=False,
+        queryset=Task.objects.all(),
+        to_field_name="slug",
+        required=False,
         help_text="task train splits the probe was trained on",
     )
     training_external = forms.CharField(max_length=1000, required=False, label="External training data")
     declared_auroc = forms.FloatField(min_value=0, max_value=1, required=False, label="Declared AUROC")
     recipe = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 4}), required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        required=False,
         help_text='optional JSON, e.g. {"method": "logistic_regression", "task": "…", "layer": 15, "seed": 0}',
     )
-    probe = forms.CharField(max_length=120, required=False, help_text="your probe's slug, to upload a new version")
+    probe = forms.CharField(
+        max_length=120, required=False, help_text="your probe's slug, to upload a new version"
+    )
 
     def metadata(self) -> dict:
         d = self.cleaned_data
         meta = {
-            "name": d["name"], "category": d["category"].slug, "base_model": d["base_model"].slug,
-            "layer": d["layer"], "position": d["position"], "input": d["input"], "output": d["output"],
+            "name": d["name"],
+            "category": d["category"].slug,
+            "base_model": d["base_model"].slug,
+            "layer": d["layer"],
+            "position": d["position"],
+            "input": d["input"],
+            "output": d["output"],
             "license": d["license"].spdx_id,
             "authors": [a.strip() for a in d["authors"].split(",") if a.strip()],
-            "paper_url": d["paper_url"], "description": d["description"],
-            "training_data": {"tasks": [t.slug for t in d["training_tasks"]], "external": d["training_external"]},
+            "paper_url": d["paper_url"],
+            "description": d["description"],
+            "training_data": {
+                "tasks": [t.slug for t in d["training_tasks"]],
+                "external": d["training_external"],
+            },
         }
         if d.get("declared_auroc") is not None:
             meta["declared_metrics"] = {"auroc": d["declared_auroc"]}
         if d.get("probe"):
             meta["probe"] = d["probe"]
         return meta
-
-
 
 
 class SignupForm(UserCreationForm):

@@ -243,7 +243,9 @@ class Submission(models.Model):
         REJECTED = "rejected"
 
     probe_version = models.OneToOneField(ProbeVersion, on_delete=models.PROTECT, related_name="submission")
-    submitter = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="submissions")
+    submitter = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="submissions"
+    )
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.SUBMITTED)
     via = models.CharField(max_length=10, default="api", help_text="api | web | seed")
     progress = models.FloatField(default=0.0)
@@ -351,8 +353,12 @@ class EvaluationRun(models.Model):
         REPRODUCE = "reproduce"  # the recipe re-run on the train split, compared with the artifact
 
     probe_version = models.ForeignKey(ProbeVersion, on_delete=models.PROTECT, related_name="runs")
-    submission = models.ForeignKey(Submission, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
-    cycle = models.ForeignKey(ReevaluationCycle, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
+    submission = models.ForeignKey(
+        Submission, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
+    cycle = models.ForeignKey(
+        ReevaluationCycle, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.SCORE)
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="runs")
     split = models.CharField(max_length=20)
@@ -466,15 +472,21 @@ class LeakageRecord(models.Model):
         MAINTAINER = "maintainer"
 
     probe = models.ForeignKey(Probe, on_delete=models.PROTECT, related_name="leakage_records")
-    probe_version = models.ForeignKey(ProbeVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    probe_version = models.ForeignKey(
+        ProbeVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     source = models.CharField(max_length=20, choices=Source.choices)
     rule = models.CharField(max_length=60, blank=True, help_text="which suspicion rule opened it")
     summary = models.CharField(max_length=300)
     evidence = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.OPEN)
     public_note = models.TextField(blank=True)
-    opened_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
-    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    opened_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     created_at = models.DateTimeField(default=timezone.now)
     reviewed_at = models.DateTimeField(null=True, blank=True)
 
@@ -518,7 +530,9 @@ class ReferenceUpdate(models.Model):
         FAILED = "failed"
 
     base_model = models.ForeignKey(BaseModel, on_delete=models.PROTECT, related_name="reference_updates")
-    old_version = models.ForeignKey(ProbeVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    old_version = models.ForeignKey(
+        ProbeVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     new_version = models.ForeignKey(ProbeVersion, on_delete=models.PROTECT, related_name="+")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
     #: [{"probe", "version", "task", "auroc_ea_before", "auroc_ea_after", "total_before", "total_after"}]

@@ -79,8 +79,11 @@ def scored_versions() -> list[ProbeVersion]:
 def scored_versions_all() -> list[ProbeVersion]:
     """The latest scored version of every probe, active or deprecated."""
     latest: dict[int, ProbeVersion] = {}
-    qs = (ProbeVersion.objects.filter(submission__status=Submission.Status.SCORED)
-          .select_related("probe").order_by("probe_id", "-number"))
+    qs = (
+        ProbeVersion.objects.filter(submission__status=Submission.Status.SCORED)
+        .select_related("probe")
+        .order_by("probe_id", "-number")
+    )
     for v in qs:
         latest.setdefault(v.probe_id, v)
     return list(latest.values())
@@ -106,11 +109,15 @@ def reevaluation_start(*, quarter: str, by, dispatch: bool = True) -> Reevaluati
         _splits_verify(registry)
         holdouts = _holdouts_mint(registry=registry, cycle=cycle)
     except (EvaluatorError, OSError) as exc:
-        Cycle.objects.filter(pk=cycle.pk).update(status=Cycle.Status.FAILED, error=str(exc),
-                                                 finished_at=timezone.now())
+        Cycle.objects.filter(pk=cycle.pk).update(
+            status=Cycle.Status.FAILED, error=str(exc), finished_at=timezone.now()
+        )
         log.error("cycle %s stopped before any run: %s", quarter, exc)
-        raise ServiceError(f"cycle {quarter} stopped before any run: {exc}", field="quarter",
-                           extra={"url": cycle.get_absolute_url()}) from None
+        raise ServiceError(
+            f"cycle {quarter} stopped before any run: {exc}",
+            field="quarter",
+            extra={"url": cycle.get_absolute_url()},
+        ) from None
     runs = _runs_plan(cycle=cycle, holdouts=holdouts, dispatch=dispatch)
     log.info("cycle %s started: %d holdouts, %d runs", quarter, len(holdouts), len(runs))
     if not runs:
@@ -124,27 +131,46 @@ def _cycle_open(*, quarter: str, by) -> ReevaluationCycle:
     with transaction.atomic():
         existing = Cycle.objects.select_for_update().filter(quarter=quarter).first()
         if existing and existing.status != Cycle.Status.FAILED:
-            raise Conflict(f"a re-evaluation cycle for {quarter} already exists ({existing.status});"
-                           " there is one per quarter", field="quarter", extra={"url": existing.get_absolute_url()})
+            raise Conflict(
+                f"a re-evaluation cycle for {quarter} already exists ({existing.status});"
+                " there is one per quarter",
+                field="quarter",
+                extra={"url": existing.get_absolute_url()},
+            )
         running = Cycle.objects.filter(status=Cycle.Status.RUNNING).exclude(quarter=quarter).first()
         if running:
-            raise Conflict(f"the cycle of {running.quarter} is still running; start {quarter} once it has finished",
-                           field="quarter")
-        later = Cycle.objects.filter(status=Cycle.Status.COMPLETED, quarter__gt=quarter).order_by("-quarter").first()
+            raise Conflict(
+                f"the cycle of {running.quarter} is still running; start {quarter} once it has finished",
+                field="quarter",
+            )
+        later = (
+            Cycle.objects.filter(status=Cycle.Status.COMPLETED, quarter__gt=quarter)
+            .order_by("-quarter")
+            .first()
+        )
         if later:
-            raise Conflict(f"the cycle of {later.quarter} has already run; quarters are re-evaluated in order",
-                           field="quarter")
+            raise Conflict(
+                f"the cycle of {later.quarter} has already run; quarters are re-evaluated in order",
+                field="quarter",
+            )
         if existing:
             existing.status, existing.error, existing.triggered_by = Cycle.Status.RUNNING, "", by
-            existing.started_at, existing.finished_at, existing.holdouts, existing.diff = timezone.now(), None, {}, {}
+            existing.started_at, existing.finished_at, existing.holdouts, existing.diff = (
+                timezone.now(),
+                None,
+                {},
+                {},
+            )
             existing.save()
             return existing
         try:
             with transaction.atomic():
                 return Cycle.objects.create(quarter=quarter, triggered_by=by)
         except IntegrityError:  # another maintainer started it a moment ago
-            raise Conflict(f"a re-evaluation cycle for {quarter} already exists; there is one per quarter",
-                           field="quarter") from None
+            raise Conflict(
+                f"a re-evaluation cycle for {quarter} already exists; there is one per quarter",
+                field="quarter",
+            ) from None
 
 
 def _splits_verify(registry: Registry) -> None:
@@ -158,8 +184,10 @@ def _splits_verify(registry: Registry) -> None:
         if pinned is None or pinned.sha256 != split.sha256:
             stale.append(f"{split.task_id}/{split.name}")
     if stale:
-        raise EvaluatorError(f"the database does not mirror tasks.yaml for {', '.join(sorted(stale))};"
-                             " run `python manage.py sync_registry` first")
+        raise EvaluatorError(
+            f"the database does not mirror tasks.yaml for {', '.join(sorted(stale))};"
+            " run `python manage.py sync_registry` first"
+        )
 
 
 def _holdouts_mint(*, registry: Registry, cycle: ReevaluationCycle) -> dict[str, dict[str, Any]]:
@@ -174,17 +202,31 @@ def _holdouts_mint(*, registry: Registry, cycle: ReevaluationCycle) -> dict[str,
     holdouts: dict[str, dict[str, Any]] = {}
     for task in Task.objects.filter(status=Task.Status.ACTIVE).order_by("slug"):
         spec = registry.task(task.slug)
-        forbidden = {h for name, split in spec.splits.items() if name != "holdout_pool"
-                     for _, h in split_text_hashes(registry.root / split.path)}
+        forbidden = {
+            h
+            for name, split in spec.splits.items()
+            if name != "holdout_pool"
+            for _, h in split_text_hashes(registry.root / split.path)
+        }
         pool = read_rows(registry.root / spec.splits["holdout_pool"].path)
-        h = mint_holdout(task_id=task.slug, quarter=cycle.quarter, pool=pool, used_ids=used[task.slug],
-                         size=settings.HOLDOUT_SIZE, forbidden_texts=forbidden)
+        h = mint_holdout(
+            task_id=task.slug,
+            quarter=cycle.quarter,
+            pool=pool,
+            used_ids=used[task.slug],
+            size=settings.HOLDOUT_SIZE,
+            forbidden_texts=forbidden,
+        )
         path = holdout_path(cycle.quarter, task.slug)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(h.to_bytes())
         holdouts[task.slug] = {
-            "path": str(path.relative_to(settings.DATA_DIR)), "rows": len(h.rows), "sha256": h.sha256,
-            "ids": h.ids, "reused_rows": h.reused_rows, "pool_sha256": spec.splits["holdout_pool"].sha256,
+            "path": str(path.relative_to(settings.DATA_DIR)),
+            "rows": len(h.rows),
+            "sha256": h.sha256,
+            "ids": h.ids,
+            "reused_rows": h.reused_rows,
+            "pool_sha256": spec.splits["holdout_pool"].sha256,
         }
     return holdouts
 
@@ -198,12 +240,21 @@ def _runs_plan(*, cycle: ReevaluationCycle, holdouts: dict, dispatch: bool) -> l
         tasks_by_category[task.category_id].append(task)
     runs = []
     for version in scored_versions():
-        CycleResult.objects.create(cycle=cycle, probe_version=version, reference_auroc=version.reference_auroc)
+        CycleResult.objects.create(
+            cycle=cycle, probe_version=version, reference_auroc=version.reference_auroc
+        )
         for task in tasks_by_category[version.probe.category_id]:
-            runs.append(Run.objects.create(
-                probe_version=version, cycle=cycle, kind=Run.Kind.HOLDOUT, task=task, split=HOLDOUT_SPLIT,
-                base_model_id=version.probe.base_model_id, code_version=CODE_VERSION,
-            ))
+            runs.append(
+                Run.objects.create(
+                    probe_version=version,
+                    cycle=cycle,
+                    kind=Run.Kind.HOLDOUT,
+                    task=task,
+                    split=HOLDOUT_SPLIT,
+                    base_model_id=version.probe.base_model_id,
+                    code_version=CODE_VERSION,
+                )
+            )
     if dispatch:
         from leaderboard.services import evaluation_runs_dispatch_on_commit
 
@@ -237,8 +288,9 @@ def _holdout_aurocs(runs: list[EvaluationRun]) -> dict[str, float] | None:
     for run in runs:
         if run.status != Run.Status.SUCCEEDED:
             return None
-        values[run.task_id] = metrics.auroc([e["score"] for e in run.example_scores],
-                                            [e["label"] for e in run.example_scores])
+        values[run.task_id] = metrics.auroc(
+            [e["score"] for e in run.example_scores], [e["label"] for e in run.example_scores]
+        )
     return values or None
 
 
@@ -260,16 +312,27 @@ def _cycle_results_apply(cycle: ReevaluationCycle) -> None:
     cycle.diff = {
         "quarter": cycle.quarter,
         "generated_at": timezone.now().isoformat(),
-        "thresholds": {"diff_points": DIFF_POINTS, "deprecate_points": DEPRECATE_POINTS,
-                       "leakage_points": LEAKAGE_POINTS, "stability_min_quarters": STABILITY_MIN_QUARTERS},
-        "holdouts": {k: {"rows": v["rows"], "sha256": v["sha256"], "reused_rows": v.get("reused_rows", 0)}
-                     for k, v in cycle.holdouts.items()},
-        "counts": {o: sum(e["outcome"] == o for e in entries) for o in Outcome.values if o != Outcome.PENDING},
+        "thresholds": {
+            "diff_points": DIFF_POINTS,
+            "deprecate_points": DEPRECATE_POINTS,
+            "leakage_points": LEAKAGE_POINTS,
+            "stability_min_quarters": STABILITY_MIN_QUARTERS,
+        },
+        "holdouts": {
+            k: {"rows": v["rows"], "sha256": v["sha256"], "reused_rows": v.get("reused_rows", 0)}
+            for k, v in cycle.holdouts.items()
+        },
+        "counts": {
+            o: sum(e["outcome"] == o for e in entries) for o in Outcome.values if o != Outcome.PENDING
+        },
         "entries": [_public(e) for e in entries],
         "dropped": [_public(e) for e in listed],
         "deprecated": [_public(e) for e in entries if e["outcome"] == Outcome.DEPRECATED],
-        "stability": [{"probe": e["probe"], "quarters_held": e["stability_quarters"]} for e in entries
-                      if e["stability_quarters"] >= STABILITY_MIN_QUARTERS],
+        "stability": [
+            {"probe": e["probe"], "quarters_held": e["stability_quarters"]}
+            for e in entries
+            if e["stability_quarters"] >= STABILITY_MIN_QUARTERS
+        ],
         "leakage_opened": [e["probe"] for e in entries if e.get("leakage_record")],
         "superseded_tasks": superseded,
     }
@@ -281,13 +344,22 @@ def _result_apply(cycle: ReevaluationCycle, result: CycleResult, per_task: dict[
     version, probe = result.probe_version, result.probe_version.probe
     reference = version.reference_auroc
     result.test_auroc = reference
-    entry: dict[str, Any] = {"probe": probe.slug, "version": version.number, "version_id": version.pk,
-                             "reference_auroc": reference, "holdout_per_task": per_task or {}}
+    entry: dict[str, Any] = {
+        "probe": probe.slug,
+        "version": version.number,
+        "version_id": version.pk,
+        "reference_auroc": reference,
+        "holdout_per_task": per_task or {},
+    }
     if per_task is None or reference is None:
         result.outcome = Outcome.FAILED
         result.save()
-        return entry | {"holdout_auroc": None, "drop_points": None, "outcome": result.outcome,
-                        "note": "a holdout run failed" if per_task is None else "no reference AUROC"}
+        return entry | {
+            "holdout_auroc": None,
+            "drop_points": None,
+            "outcome": result.outcome,
+            "note": "a holdout run failed" if per_task is None else "no reference AUROC",
+        }
     holdout = sum(per_task.values()) / len(per_task)
     result.holdout_auroc = holdout
     result.drop_points = round((reference - holdout) * 100, 4)
@@ -302,14 +374,22 @@ def _result_apply(cycle: ReevaluationCycle, result: CycleResult, per_task: dict[
             f" reference AUROC {reference:.3f} (more than {DEPRECATE_POINTS:g})"
         )
         probe.save(update_fields=["status", "deprecated_at", "deprecated_reason"])
-    if result.drop_points > LEAKAGE_POINTS:  # suspicion rule 1: the test set scores far better than fresh items
+    if (
+        result.drop_points > LEAKAGE_POINTS
+    ):  # suspicion rule 1: the test set scores far better than fresh items
         record = leakage_record_open(
-            probe=probe, probe_version=version, rule=TEST_OVER_HOLDOUT_RULE,
+            probe=probe,
+            probe_version=version,
+            rule=TEST_OVER_HOLDOUT_RULE,
             summary=f"test AUROC {reference:.3f} exceeds the {cycle.quarter} holdout AUROC {holdout:.3f}"
-                    f" by {result.drop_points:.1f} points (more than {LEAKAGE_POINTS:g})",
-            evidence={"quarter": cycle.quarter, "test_auroc": reference, "holdout_auroc": holdout,
-                      "holdout_per_task": per_task,
-                      "holdouts": {t: cycle.holdouts[t]["sha256"] for t in per_task if t in cycle.holdouts}},
+            f" by {result.drop_points:.1f} points (more than {LEAKAGE_POINTS:g})",
+            evidence={
+                "quarter": cycle.quarter,
+                "test_auroc": reference,
+                "holdout_auroc": holdout,
+                "holdout_per_task": per_task,
+                "holdouts": {t: cycle.holdouts[t]["sha256"] for t in per_task if t in cycle.holdouts},
+            },
         )
         entry["leakage_record"] = record.pk
     return entry
@@ -321,10 +401,16 @@ def _public(entry: dict) -> dict:
 
 def stability_quarters(*, version_id: int, cycle: ReevaluationCycle) -> int:
     """Consecutive cycles up to ``cycle`` (newest first) in which this version held."""
-    outcomes = dict(CycleResult.objects.filter(probe_version_id=version_id).values_list("cycle_id", "outcome"))
+    outcomes = dict(
+        CycleResult.objects.filter(probe_version_id=version_id).values_list("cycle_id", "outcome")
+    )
     held = 0
-    for cycle_id in (Cycle.objects.filter(quarter__lte=cycle.quarter).exclude(status=Cycle.Status.FAILED)
-                     .order_by("-quarter").values_list("pk", flat=True)):
+    for cycle_id in (
+        Cycle.objects.filter(quarter__lte=cycle.quarter)
+        .exclude(status=Cycle.Status.FAILED)
+        .order_by("-quarter")
+        .values_list("pk", flat=True)
+    ):
         if outcomes.get(cycle_id) != Outcome.HELD:
             break
         held += 1
@@ -346,8 +432,10 @@ def _supersessions_apply(cycle: ReevaluationCycle) -> list[dict[str, str]]:
 def cycles_reconcile() -> int:
     """Complete running cycles whose runs are all finished (a lost message, a crash). Returns how
     many completed."""
-    return sum(cycle_advance(cycle_id=pk) is not None
-               for pk in Cycle.objects.filter(status=Cycle.Status.RUNNING).values_list("pk", flat=True))
+    return sum(
+        cycle_advance(cycle_id=pk) is not None
+        for pk in Cycle.objects.filter(status=Cycle.Status.RUNNING).values_list("pk", flat=True)
+    )
 
 
 # --------------------------------------------------------------------------- reference probe updates
@@ -357,8 +445,11 @@ def dependents_of(*, base_model_id: str) -> list[ProbeVersion]:
     """Scored versions whose auroc_ea depends on the base model's eval-awareness reference probe."""
     from leaderboard.services import EA_ROLE
 
-    return [v for v in scored_versions_all() if v.probe.base_model_id == base_model_id
-            and v.probe.category_id != EA_ROLE]
+    return [
+        v
+        for v in scored_versions_all()
+        if v.probe.base_model_id == base_model_id and v.probe.category_id != EA_ROLE
+    ]
 
 
 def reference_update_start(*, new_version: ProbeVersion, dispatch: bool = True) -> ReferenceUpdate:
@@ -367,27 +458,48 @@ def reference_update_start(*, new_version: ProbeVersion, dispatch: bool = True) 
     from leaderboard.services import EA_ROLE, evaluation_runs_dispatch_on_commit
 
     base_model = new_version.probe.base_model
-    old = (ProbeVersion.objects.filter(probe__base_model=base_model, probe__reference_role=EA_ROLE,
-                                       submission__status=Submission.Status.SCORED)
-           .exclude(pk=new_version.pk).order_by("-created_at", "-pk").first())
+    old = (
+        ProbeVersion.objects.filter(
+            probe__base_model=base_model,
+            probe__reference_role=EA_ROLE,
+            submission__status=Submission.Status.SCORED,
+        )
+        .exclude(pk=new_version.pk)
+        .order_by("-created_at", "-pk")
+        .first()
+    )
     with transaction.atomic():
         update, created = ReferenceUpdate.objects.get_or_create(
-            new_version=new_version, defaults={"base_model": base_model, "old_version": old})
+            new_version=new_version, defaults={"base_model": base_model, "old_version": old}
+        )
         if not created:
             return update
-        task_ids = set(Run.objects.filter(probe_version__in=dependents_of(base_model_id=base_model.slug),
-                                          kind=Run.Kind.SCORE, split="test", cycle=None)
-                       .values_list("task_id", flat=True))
+        task_ids = set(
+            Run.objects.filter(
+                probe_version__in=dependents_of(base_model_id=base_model.slug),
+                kind=Run.Kind.SCORE,
+                split="test",
+                cycle=None,
+            ).values_list("task_id", flat=True)
+        )
         runs = []
         for task in Task.objects.filter(slug__in=task_ids):
             run, made = Run.objects.get_or_create(
-                probe_version=new_version, kind=Run.Kind.REFERENCE, task=task, split="test",
-                base_model=base_model, cycle=None, defaults={"code_version": CODE_VERSION})
+                probe_version=new_version,
+                kind=Run.Kind.REFERENCE,
+                task=task,
+                split="test",
+                base_model=base_model,
+                cycle=None,
+                defaults={"code_version": CODE_VERSION},
+            )
             if made:
                 runs.append(run)
         if dispatch:
             evaluation_runs_dispatch_on_commit(runs)
-    log.info("eval-awareness reference update %s on %s: %d reference run(s)", update.pk, base_model.slug, len(runs))
+    log.info(
+        "eval-awareness reference update %s on %s: %d reference run(s)", update.pk, base_model.slug, len(runs)
+    )
     reference_update_advance(update_id=update.pk)
     return update
 
@@ -401,8 +513,10 @@ def reference_update_advance(*, update_id: int) -> ReferenceUpdate:
     update = ReferenceUpdate.objects.get(pk=update_id)
     if update.status != ReferenceUpdate.Status.RUNNING:
         return update
-    ref_runs = {r.task_id: r for r in Run.objects.filter(
-        probe_version=update.new_version, kind=Run.Kind.REFERENCE, cycle=None)}
+    ref_runs = {
+        r.task_id: r
+        for r in Run.objects.filter(probe_version=update.new_version, kind=Run.Kind.REFERENCE, cycle=None)
+    }
     if any(r.status not in (Run.Status.SUCCEEDED, Run.Status.FAILED) for r in ref_runs.values()):
         return update
     with transaction.atomic():
@@ -413,23 +527,37 @@ def reference_update_advance(*, update_id: int) -> ReferenceUpdate:
         usable = {t: r for t, r in ref_runs.items() if r.status == Run.Status.SUCCEEDED}
         diff = []
         for version in dependents_of(base_model_id=update.base_model_id):
-            before = {s.spec_id: s for s in Score.objects.filter(probe_version=version).select_related("spec")}
+            before = {
+                s.spec_id: s for s in Score.objects.filter(probe_version=version).select_related("spec")
+            }
             if not before:
                 continue
             latest_spec = max(before, key=lambda v: tuple(int(x) for x in v[1:].split(".")))
             runs = list(Run.objects.filter(probe_version=version, cycle=None))
-            computed = measurements_compute(version=version, runs=runs, reference_runs=usable,
-                                            imputation=before[latest_spec].spec.imputation)
+            computed = measurements_compute(
+                version=version,
+                runs=runs,
+                reference_runs=usable,
+                imputation=before[latest_spec].spec.imputation,
+            )
             after = {s.spec_id: s for s in scores_write(version=version, computed=computed)}
             b, a = before[latest_spec], after[latest_spec]
-            diff.append({
-                "probe": version.probe.slug, "version": version.number, "spec": latest_spec,
-                "auroc_ea_before": b.measurements.get("auroc_ea"), "auroc_ea_after": a.measurements.get("auroc_ea"),
-                "auroc_ea_imputed_after": a.components["auroc_ea"]["imputed"],
-                "total_before": b.total, "total_after": a.total,
-            })
+            diff.append(
+                {
+                    "probe": version.probe.slug,
+                    "version": version.number,
+                    "spec": latest_spec,
+                    "auroc_ea_before": b.measurements.get("auroc_ea"),
+                    "auroc_ea_after": a.measurements.get("auroc_ea"),
+                    "auroc_ea_imputed_after": a.components["auroc_ea"]["imputed"],
+                    "total_before": b.total,
+                    "total_after": a.total,
+                }
+            )
         update.diff = diff
-        update.error = f"the new reference failed on {', '.join(failed)}: auroc_ea imputed there" if failed else ""
+        update.error = (
+            f"the new reference failed on {', '.join(failed)}: auroc_ea imputed there" if failed else ""
+        )
         update.status = ReferenceUpdate.Status.COMPLETED
         update.finished_at = timezone.now()
         update.save(update_fields=["diff", "error", "status", "finished_at"])
@@ -440,6 +568,8 @@ def reference_update_advance(*, update_id: int) -> ReferenceUpdate:
 def reference_updates_reconcile() -> int:
     """Advance running reference updates whose runs are all finished. Returns how many completed."""
     done = 0
-    for pk in ReferenceUpdate.objects.filter(status=ReferenceUpdate.Status.RUNNING).values_list("pk", flat=True):
+    for pk in ReferenceUpdate.objects.filter(status=ReferenceUpdate.Status.RUNNING).values_list(
+        "pk", flat=True
+    ):
         done += reference_update_advance(update_id=pk).status == ReferenceUpdate.Status.COMPLETED
     return done

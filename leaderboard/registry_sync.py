@@ -59,20 +59,49 @@ def registry_sync(*, registry: Registry | None = None, verify_hashes: bool = Tru
     reg = registry or registry_load(verify_hashes=verify_hashes)
     report = SyncReport()
     for order, cat in enumerate(reg.categories.values()):
-        _upsert(Category, report, f"category {cat.id}", {"slug": cat.id},
-                {"name": cat.name, "description": cat.description, "order": order})
+        _upsert(
+            Category,
+            report,
+            f"category {cat.id}",
+            {"slug": cat.id},
+            {"name": cat.name, "description": cat.description, "order": order},
+        )
     for lic in reg.licenses.values():
-        _upsert(License, report, f"license {lic.id}", {"spdx_id": lic.id}, {"name": lic.name, "score": lic.score})
+        _upsert(
+            License, report, f"license {lic.id}", {"spdx_id": lic.id}, {"name": lic.name, "score": lic.score}
+        )
     for spec in reg.specs.values():
-        _upsert(WeightsSpec, report, f"weights spec {spec.version}", {"version": spec.version},
-                {"released": spec.released, "description": spec.description.strip(),
-                 "weights": spec.weights, "imputation": spec.imputation, "sha256": spec.sha256})
+        _upsert(
+            WeightsSpec,
+            report,
+            f"weights spec {spec.version}",
+            {"version": spec.version},
+            {
+                "released": spec.released,
+                "description": spec.description.strip(),
+                "weights": spec.weights,
+                "imputation": spec.imputation,
+                "sha256": spec.sha256,
+            },
+        )
     for m in reg.models.values():
-        _upsert(BaseModel, report, f"model {m.id}", {"slug": m.id},
-                {"name": m.name, "family": m.family, "architecture": m.architecture,
-                 "n_layers": m.n_layers, "d_model": m.d_model, "weights_license": m.license,
-                 "weights_sha256": m.weights_sha256, "package": m.package,
-                 "package_version": m.package_version})
+        _upsert(
+            BaseModel,
+            report,
+            f"model {m.id}",
+            {"slug": m.id},
+            {
+                "name": m.name,
+                "family": m.family,
+                "architecture": m.architecture,
+                "n_layers": m.n_layers,
+                "d_model": m.d_model,
+                "weights_license": m.license,
+                "weights_sha256": m.weights_sha256,
+                "package": m.package,
+                "package_version": m.package_version,
+            },
+        )
     # Two passes: superseded_by may point at a task defined later in the file.
     replaced_by = {t.supersedes: t.id for t in reg.tasks.values() if t.supersedes}
     superseded_in_db = set(Task.objects.filter(status=Task.Status.SUPERSEDED).values_list("slug", flat=True))
@@ -86,15 +115,40 @@ def registry_sync(*, registry: Registry | None = None, verify_hashes: bool = Tru
             )
         card_path = Path(reg.root) / t.card if t.card else None
         card = card_path.read_text(encoding="utf-8") if card_path and card_path.is_file() else ""
-        _upsert(Task, report, f"task {t.id}", {"slug": t.id},
-                {"category_id": t.category, "family": t.family, "name": t.name,
-                 "description": t.description, "positive": t.positive, "negative": t.negative,
-                 "source": t.source, "templates": t.templates, "card": card, "caveats": t.caveats,
-                 "status": status, "minted": t.minted})
+        _upsert(
+            Task,
+            report,
+            f"task {t.id}",
+            {"slug": t.id},
+            {
+                "category_id": t.category,
+                "family": t.family,
+                "name": t.name,
+                "description": t.description,
+                "positive": t.positive,
+                "negative": t.negative,
+                "source": t.source,
+                "templates": t.templates,
+                "card": card,
+                "caveats": t.caveats,
+                "status": status,
+                "minted": t.minted,
+            },
+        )
         for s in t.splits.values():
-            _upsert(TaskSplit, report, f"split {t.id}/{s.name}", {"task_id": t.id, "name": s.name},
-                    {"path": s.path, "rows": s.rows, "sha256": s.sha256})
+            _upsert(
+                TaskSplit,
+                report,
+                f"split {t.id}/{s.name}",
+                {"task_id": t.id, "name": s.name},
+                {"path": s.path, "rows": s.rows, "sha256": s.sha256},
+            )
     for t in reg.tasks.values():
-        _upsert(Task, report, f"task {t.id}", {"slug": t.id},
-                {"superseded_by_id": t.superseded_by or replaced_by.get(t.id)})
+        _upsert(
+            Task,
+            report,
+            f"task {t.id}",
+            {"slug": t.id},
+            {"superseded_by_id": t.superseded_by or replaced_by.get(t.id)},
+        )
     return report

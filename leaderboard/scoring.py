@@ -30,8 +30,13 @@ def _licenses() -> dict[str, LicenseSpec]:
     return {lic.spdx_id: LicenseSpec(lic.spdx_id, lic.name, lic.score) for lic in License.objects.all()}
 
 
-def measurements_compute(*, version: ProbeVersion, runs: list[EvaluationRun], reference_runs: dict[str, EvaluationRun],
-                         imputation: dict[str, float]) -> dict[str, Any]:
+def measurements_compute(
+    *,
+    version: ProbeVersion,
+    runs: list[EvaluationRun],
+    reference_runs: dict[str, EvaluationRun],
+    imputation: dict[str, float],
+) -> dict[str, Any]:
     """Per-task metrics and aggregate measurements of one probe version from its runs.
 
     ``reference_runs``: task → the eval-awareness reference probe's run on that task's test split
@@ -54,16 +59,22 @@ def measurements_compute(*, version: ProbeVersion, runs: list[EvaluationRun], re
         if "test" not in splits:
             raise EvaluatorError(f"task {task_id}: the test run is missing")
         test = ScoredExamples.from_records(splits["test"].example_scores)
-        distshift = ScoredExamples.from_records(splits["distshift"].example_scores) if "distshift" in splits else None
+        distshift = (
+            ScoredExamples.from_records(splits["distshift"].example_scores) if "distshift" in splits else None
+        )
         train = ScoredExamples.from_records(splits["train"].example_scores) if "train" in splits else None
         ref_run = reference_runs.get(task_id)
         ref_scores = None
         if ea_applicable and ref_run is not None and ref_run.status == Run.Status.SUCCEEDED:
             ref_scores = {e["id"]: e["score"] for e in ref_run.example_scores}
         per_task[task_id] = task_metrics(
-            task_id=task_id, test=test, distshift=distshift, ea_reference=ref_scores,
+            task_id=task_id,
+            test=test,
+            distshift=distshift,
+            ea_reference=ref_scores,
             train_negative_scores=None if train is None else train.scores[train.labels == 0],
-            ea_applicable=ea_applicable, imputation=imputation,
+            ea_applicable=ea_applicable,
+            imputation=imputation,
         )
         extras[task_id] = {
             "baselines": splits["test"].metrics.get("baselines"),
@@ -74,8 +85,11 @@ def measurements_compute(*, version: ProbeVersion, runs: list[EvaluationRun], re
     latencies = [e["latency"] for e in extras.values() if e.get("latency")]
     if not latencies:
         raise EvaluatorError("latency was not measured")
-    pearsons = [r.metrics["transfer"]["pearson"] for r in transfers
-                if r.status == Run.Status.SUCCEEDED and "transfer" in r.metrics]
+    pearsons = [
+        r.metrics["transfer"]["pearson"]
+        for r in transfers
+        if r.status == Run.Status.SUCCEEDED and "transfer" in r.metrics
+    ]
     failed_targets = [r.base_model_id for r in transfers if r.status != Run.Status.SUCCEEDED]
     aggregate, imputed, measurements = aggregate_measurements(
         list(per_task.values()),
@@ -96,10 +110,14 @@ def measurements_compute(*, version: ProbeVersion, runs: list[EvaluationRun], re
         d["roc"] = d.pop("roc_points")
         d["auroc_ea_imputed"] = d["auroc_ea_status"] == "imputed"
         b = extras[task_id]["baselines"] or {}
-        d["baselines"] = {"random_direction": b.get("random_direction_auroc"),
-                          "diff_of_means": b.get("diff_of_means_auroc")}
-        d["lift"] = {"random_direction": b.get("lift_over_random"),
-                     "diff_of_means": b.get("lift_over_diff_of_means")}
+        d["baselines"] = {
+            "random_direction": b.get("random_direction_auroc"),
+            "diff_of_means": b.get("diff_of_means_auroc"),
+        }
+        d["lift"] = {
+            "random_direction": b.get("lift_over_random"),
+            "diff_of_means": b.get("lift_over_diff_of_means"),
+        }
         per_task_out[task_id] = d
     latency = latencies[0]
     from evaluator.metrics import auroc_mean_ci
@@ -108,13 +126,20 @@ def measurements_compute(*, version: ProbeVersion, runs: list[EvaluationRun], re
     aggregate["auroc_ci"] = list(auroc_mean_ci([(t.scores, t.labels) for t in tests]))
     return {
         "measurements": measurements,
-        "aggregate": {**aggregate, "latency_device": latency.get("device"),
-                      "model_forward_ms": latency.get("model_forward_ms"),
-                      "transfer": {r.base_model_id: r.metrics.get("transfer", {}).get("pearson") for r in transfers},
-                      "imputed": imputed},
+        "aggregate": {
+            **aggregate,
+            "latency_device": latency.get("device"),
+            "model_forward_ms": latency.get("model_forward_ms"),
+            "transfer": {r.base_model_id: r.metrics.get("transfer", {}).get("pearson") for r in transfers},
+            "imputed": imputed,
+        },
         "per_task": per_task_out,
-        "reproduction": reproduce.metrics.get("reproduction") if reproduce is not None and reproduce.status == Run.Status.SUCCEEDED else None,
-        "reproduce_error": reproduce.error if reproduce is not None and reproduce.status == Run.Status.FAILED else "",
+        "reproduction": reproduce.metrics.get("reproduction")
+        if reproduce is not None and reproduce.status == Run.Status.SUCCEEDED
+        else None,
+        "reproduce_error": reproduce.error
+        if reproduce is not None and reproduce.status == Run.Status.FAILED
+        else "",
     }
 
 
@@ -128,10 +153,16 @@ def scores_write(*, version: ProbeVersion, computed: dict[str, Any]) -> list[Sco
         score = probe_score(computed["measurements"], spec=_spec_data(spec_row), licenses=licenses)
         data = score.to_dict()
         row, _ = Score.objects.update_or_create(
-            probe_version=version, spec=spec_row,
-            defaults={"total": data["total"], "measured_total": data["measured_total"],
-                      "components": data["components"], "measurements": computed["aggregate"],
-                      "per_task": computed["per_task"], "computed_at": timezone.now()},
+            probe_version=version,
+            spec=spec_row,
+            defaults={
+                "total": data["total"],
+                "measured_total": data["measured_total"],
+                "components": data["components"],
+                "measurements": computed["aggregate"],
+                "per_task": computed["per_task"],
+                "computed_at": timezone.now(),
+            },
         )
         rows.append(row)
     return rows
@@ -145,7 +176,9 @@ def reference_runs_for(version: ProbeVersion) -> dict[str, EvaluationRun]:
     ref = ea_reference_version(base_model=version.probe.base_model)
     if ref is None:
         return {}
-    runs = Run.objects.filter(probe_version=ref, kind=Run.Kind.REFERENCE, cycle=None, status=Run.Status.SUCCEEDED)
+    runs = Run.objects.filter(
+        probe_version=ref, kind=Run.Kind.REFERENCE, cycle=None, status=Run.Status.SUCCEEDED
+    )
     return {r.task_id: r for r in runs}
 
 
@@ -155,13 +188,21 @@ def submission_score(*, submission: Submission, runs: list[EvaluationRun]) -> li
 
     version = submission.probe_version
     spec = WeightsSpec.objects.order_by("-version").first()
-    reference = {r.task_id: r for r in runs if r.kind == Run.Kind.REFERENCE and r.status == Run.Status.SUCCEEDED}
-    computed = measurements_compute(version=version, runs=[r for r in runs if r.probe_version_id == version.pk],
-                                    reference_runs=reference, imputation=spec.imputation)
+    reference = {
+        r.task_id: r for r in runs if r.kind == Run.Kind.REFERENCE and r.status == Run.Status.SUCCEEDED
+    }
+    computed = measurements_compute(
+        version=version,
+        runs=[r for r in runs if r.probe_version_id == version.pk],
+        reference_runs=reference,
+        imputation=spec.imputation,
+    )
     rows = scores_write(version=version, computed=computed)
     aggregate = computed["aggregate"]
     repro = computed["reproduction"]
-    version.reproduction = repro or ({"error": computed["reproduce_error"]} if computed["reproduce_error"] else None)
+    version.reproduction = repro or (
+        {"error": computed["reproduce_error"]} if computed["reproduce_error"] else None
+    )
     version.reproduced = None if version.recipe is None else bool(repro and repro.get("reproduced"))
     gaps = declared_gaps(version.declared_metrics, aggregate)
     version.declared_gaps = {k: v for k, v in gaps.items() if v["flagged"]}

@@ -11,7 +11,10 @@ from leaderboard.services import submission_runs
 def submission_detail_get(*, pk: int, user) -> Submission | None:
     """The submission with its runs, if ``user`` may see it (its submitter, or staff)."""
     qs = Submission.objects.select_related(
-        "probe_version__probe__category", "probe_version__probe__base_model", "probe_version__license", "submitter"
+        "probe_version__probe__category",
+        "probe_version__probe__base_model",
+        "probe_version__license",
+        "submitter",
     )
     if not user.is_staff:
         qs = qs.filter(submitter=user)

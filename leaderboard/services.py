@@ -53,7 +53,13 @@ EA_ROLE = "eval_awareness"
 
 
 def submission_create(
-    *, user, artifact, metadata, recipe=None, via: str = "api", is_reference: bool = False,
+    *,
+    user,
+    artifact,
+    metadata,
+    recipe=None,
+    via: str = "api",
+    is_reference: bool = False,
     reference_role: str = "",
 ) -> Submission:
     """Validate an upload and queue its evaluation. Any rejection raises a ServiceError (400, 409,
@@ -76,18 +82,35 @@ def submission_create(
     relpath, created = artifacts.artifact_store(data, sha)
     try:
         with transaction.atomic():
-            probe = _probe_for(user=user, clean=clean, is_reference=is_reference, reference_role=reference_role)
+            probe = _probe_for(
+                user=user, clean=clean, is_reference=is_reference, reference_role=reference_role
+            )
             number = (probe.versions.order_by("-number").values_list("number", flat=True).first() or 0) + 1
             version = ProbeVersion.objects.create(
-                probe=probe, number=number, artifact_sha256=sha, artifact_path=relpath,
-                artifact_bytes=len(data), kind=kind, layer=clean.layer, position=clean.position,
-                input=clean.input, output=clean.output, license=clean.license, authors=clean.authors,
-                paper_url=clean.paper_url, description=clean.description,
-                training_data=clean.training_data, declared_metrics=clean.declared_metrics,
-                recipe=clean.recipe, metadata=clean.raw,
+                probe=probe,
+                number=number,
+                artifact_sha256=sha,
+                artifact_path=relpath,
+                artifact_bytes=len(data),
+                kind=kind,
+                layer=clean.layer,
+                position=clean.position,
+                input=clean.input,
+                output=clean.output,
+                license=clean.license,
+                authors=clean.authors,
+                paper_url=clean.paper_url,
+                description=clean.description,
+                training_data=clean.training_data,
+                declared_metrics=clean.declared_metrics,
+                recipe=clean.recipe,
+                metadata=clean.raw,
             )
             submission = Submission.objects.create(
-                probe_version=version, submitter=user, via=via, status=Submission.Status.VALIDATED,
+                probe_version=version,
+                submitter=user,
+                via=via,
+                status=Submission.Status.VALIDATED,
                 step="validated",
             )
             runs = evaluation_runs_plan(version=version, submission=submission)
@@ -124,8 +147,11 @@ def _artifact_validate(data: bytes, clean: CleanMetadata) -> str:
 
     try:
         probe = probe_from_bytes(
-            data, d_model=clean.base_model.d_model, n_layers=clean.base_model.n_layers,
-            layer=clean.layer, max_bytes=settings.MAX_ARTIFACT_BYTES,
+            data,
+            d_model=clean.base_model.d_model,
+            n_layers=clean.base_model.n_layers,
+            layer=clean.layer,
+            max_bytes=settings.MAX_ARTIFACT_BYTES,
         )
     except ArtifactError as exc:
         raise ValidationFailed(f"artifact: {exc}", field="artifact") from None
@@ -140,7 +166,8 @@ def _probe_for(*, user, clean: CleanMetadata, is_reference: bool, reference_role
         if probe.category_id != clean.category.slug or probe.base_model_id != clean.base_model.slug:
             raise ValidationFailed(
                 "probe: a new version must keep the probe's category and base model"
-                f" ({probe.category_id}, {probe.base_model_id})", field="probe",
+                f" ({probe.category_id}, {probe.base_model_id})",
+                field="probe",
             )
         return probe
     base = slugify(clean.name)[:100] or "probe"
@@ -149,8 +176,13 @@ def _probe_for(*, user, clean: CleanMetadata, is_reference: bool, reference_role
         n += 1
         slug = f"{base}-{n}"
     return Probe.objects.create(
-        slug=slug, name=clean.name, owner=user, category=clean.category, base_model=clean.base_model,
-        is_reference=is_reference, reference_role=reference_role,
+        slug=slug,
+        name=clean.name,
+        owner=user,
+        category=clean.category,
+        base_model=clean.base_model,
+        is_reference=is_reference,
+        reference_role=reference_role,
     )
 
 
@@ -178,7 +210,8 @@ def ea_reference_version(*, base_model: BaseModel) -> ProbeVersion | None:
     """The current eval-awareness reference probe of a base model: the newest scored version."""
     return (
         ProbeVersion.objects.filter(
-            probe__base_model=base_model, probe__reference_role=EA_ROLE,
+            probe__base_model=base_model,
+            probe__reference_role=EA_ROLE,
             submission__status=Submission.Status.SCORED,
         )
         .order_by("-created_at", "-pk")
@@ -204,13 +237,19 @@ def evaluation_runs_plan(*, version: ProbeVersion, submission: Submission) -> li
       every other enabled base model.
     """
     probe = version.probe
-    tasks = list(Task.objects.filter(category=probe.category, status=Task.Status.ACTIVE).prefetch_related("splits"))
+    tasks = list(
+        Task.objects.filter(category=probe.category, status=Task.Status.ACTIVE).prefetch_related("splits")
+    )
     new: list[EvaluationRun] = []
 
     def add(**kw) -> None:
         run, created = EvaluationRun.objects.get_or_create(
-            probe_version=kw.pop("probe_version", version), kind=kw.pop("kind"), task=kw.pop("task"),
-            split=kw.pop("split"), base_model=kw.pop("base_model", probe.base_model), cycle=None,
+            probe_version=kw.pop("probe_version", version),
+            kind=kw.pop("kind"),
+            task=kw.pop("task"),
+            split=kw.pop("split"),
+            base_model=kw.pop("base_model", probe.base_model),
+            cycle=None,
             defaults={"submission": kw.pop("submission", submission), "code_version": CODE_VERSION},
         )
         if created or run.status == Run.Status.QUEUED:
@@ -268,12 +307,21 @@ def evaluation_run_claim(*, run_id: int, worker: str) -> EvaluationRun | None:
     """Claim a queued run with a conditional UPDATE; None if another worker got there first."""
     now = timezone.now()
     claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
-        status=Run.Status.RUNNING, started_at=now, heartbeat_at=now, attempts=F("attempts") + 1,
-        worker_host=worker, progress=0.0, step="claimed", error="", error_kind="",
+        status=Run.Status.RUNNING,
+        started_at=now,
+        heartbeat_at=now,
+        attempts=F("attempts") + 1,
+        worker_host=worker,
+        progress=0.0,
+        step="claimed",
+        error="",
+        error_kind="",
     )
     if not claimed:
         return None
-    run = Run.objects.select_related("probe_version__probe", "task", "base_model", "submission").get(pk=run_id)
+    run = Run.objects.select_related("probe_version__probe", "task", "base_model", "submission").get(
+        pk=run_id
+    )
     if run.submission_id:
         Submission.objects.filter(pk=run.submission_id, status=Submission.Status.QUEUED).update(
             status=Submission.Status.RUNNING, updated_at=now
@@ -327,7 +375,9 @@ class Heartbeat:
         if now - self._last_progress < 1.0 and fraction < 1.0:
             return
         self._last_progress = now
-        if not _held(self.run).update(progress=max(0.0, min(1.0, fraction)), step=step[:200], heartbeat_at=timezone.now()):
+        if not _held(self.run).update(
+            progress=max(0.0, min(1.0, fraction)), step=step[:200], heartbeat_at=timezone.now()
+        ):
             self.lost.set()
             raise RunLost(f"run {self.run.pk} was re-queued while running")
 
@@ -360,9 +410,16 @@ def evaluation_run_execute(*, run_id: int, worker: str | None = None) -> str:
     except Exception as exc:  # an unexpected fault of the machine, not of the artifact
         return _run_infrastructure_fault(run, exc)
     done = _held(run).update(
-        status=Run.Status.SUCCEEDED, progress=1.0, step="done", finished_at=timezone.now(),
-        example_scores=outcome.example_scores, metrics=outcome.metrics, timings=outcome.timings,
-        cache_key=outcome.cache_key, split_sha256=outcome.split_sha256, code_version=CODE_VERSION,
+        status=Run.Status.SUCCEEDED,
+        progress=1.0,
+        step="done",
+        finished_at=timezone.now(),
+        example_scores=outcome.example_scores,
+        metrics=outcome.metrics,
+        timings=outcome.timings,
+        cache_key=outcome.cache_key,
+        split_sha256=outcome.split_sha256,
+        code_version=CODE_VERSION,
     )
     if not done:
         return "lost"
@@ -371,7 +428,9 @@ def evaluation_run_execute(*, run_id: int, worker: str | None = None) -> str:
 
 
 def _run_fail(run: EvaluationRun, message: str, *, kind: str) -> str:
-    if _held(run).update(status=Run.Status.FAILED, error=message[:2000], error_kind=kind, finished_at=timezone.now()):
+    if _held(run).update(
+        status=Run.Status.FAILED, error=message[:2000], error_kind=kind, finished_at=timezone.now()
+    ):
         submission_advance_for_run(run)
     return "failed"
 
@@ -380,8 +439,12 @@ def _run_infrastructure_fault(run: EvaluationRun, exc: Exception) -> str:
     message = f"{type(exc).__name__}: {exc}"[:2000]
     log.exception("run %s attempt %s: infrastructure fault", run.pk, run.attempts)
     if run.attempts >= MAX_ATTEMPTS:
-        return _run_fail(run, f"infrastructure fault after {run.attempts} attempts: {message}", kind="infrastructure")
-    _held(run).update(status=Run.Status.QUEUED, error=message, error_kind="infrastructure", queued_at=timezone.now())
+        return _run_fail(
+            run, f"infrastructure fault after {run.attempts} attempts: {message}", kind="infrastructure"
+        )
+    _held(run).update(
+        status=Run.Status.QUEUED, error=message, error_kind="infrastructure", queued_at=timezone.now()
+    )
     raise InfrastructureFault(message) from exc
 
 
@@ -405,16 +468,26 @@ def evaluation_runs_reconcile(*, now=None, dispatch: Callable[[int], None] | Non
     report = {"requeued_dead": [], "republished": [], "advanced": 0}
     for run in Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=stale_before):
         if run.attempts >= MAX_ATTEMPTS:
-            if _held(run).update(status=Run.Status.FAILED, error_kind="infrastructure", finished_at=now,
-                                 error=f"worker lost {run.attempts} times (no heartbeat)"):
+            if _held(run).update(
+                status=Run.Status.FAILED,
+                error_kind="infrastructure",
+                finished_at=now,
+                error=f"worker lost {run.attempts} times (no heartbeat)",
+            ):
                 submission_advance_for_run(run)
             continue
-        if _held(run).filter(heartbeat_at__lt=stale_before).update(
-            status=Run.Status.QUEUED, queued_at=now, step="re-queued: worker lost", worker_host=""
+        if (
+            _held(run)
+            .filter(heartbeat_at__lt=stale_before)
+            .update(status=Run.Status.QUEUED, queued_at=now, step="re-queued: worker lost", worker_host="")
         ):
             report["requeued_dead"].append(run.pk)
-    for run_id in Run.objects.filter(status=Run.Status.QUEUED, queued_at__lt=requeue_before).values_list("pk", flat=True):
-        if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED, queued_at__lt=requeue_before).update(queued_at=now):
+    for run_id in Run.objects.filter(status=Run.Status.QUEUED, queued_at__lt=requeue_before).values_list(
+        "pk", flat=True
+    ):
+        if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED, queued_at__lt=requeue_before).update(
+            queued_at=now
+        ):
             report["republished"].append(run_id)
     for run_id in report["requeued_dead"] + report["republished"]:
         dispatch(run_id)
@@ -451,9 +524,11 @@ def submission_advance_for_run(run: EvaluationRun) -> None:
         from leaderboard.models import ReferenceUpdate
         from leaderboard.tasks import reference_update_advance_task
 
-        ids = list(ReferenceUpdate.objects.filter(
-            new_version_id=run.probe_version_id, status=ReferenceUpdate.Status.RUNNING
-        ).values_list("pk", flat=True))
+        ids = list(
+            ReferenceUpdate.objects.filter(
+                new_version_id=run.probe_version_id, status=ReferenceUpdate.Status.RUNNING
+            ).values_list("pk", flat=True)
+        )
         transaction.on_commit(lambda: [reference_update_advance_task.delay(i) for i in ids])
 
 
@@ -465,8 +540,12 @@ def submission_advance(*, submission: Submission) -> Submission | None:
     runs = list(submission_runs(submission))
     if not runs or any(r.status not in TERMINAL for r in runs):
         done = sum(r.status in TERMINAL for r in runs)
-        Submission.objects.filter(pk=submission.pk, status__in=[Submission.Status.QUEUED, Submission.Status.RUNNING]).update(
-            progress=done / max(len(runs), 1), step=f"{done} of {len(runs)} runs finished", updated_at=timezone.now()
+        Submission.objects.filter(
+            pk=submission.pk, status__in=[Submission.Status.QUEUED, Submission.Status.RUNNING]
+        ).update(
+            progress=done / max(len(runs), 1),
+            step=f"{done} of {len(runs)} runs finished",
+            updated_at=timezone.now(),
         )
         return None
     with transaction.atomic():
@@ -491,7 +570,9 @@ def submission_advance(*, submission: Submission) -> Submission | None:
             except Exception as exc:  # a bug of ours: fail it visibly rather than leave it running
                 log.exception("scoring submission %s failed", sub.pk)
                 sub.status = Submission.Status.FAILED
-                sub.failure_reason = f"scoring failed (internal error, the maintainers are told): {type(exc).__name__}: {exc}"
+                sub.failure_reason = (
+                    f"scoring failed (internal error, the maintainers are told): {type(exc).__name__}: {exc}"
+                )
                 sub.step = "failed"
             else:
                 sub.status = Submission.Status.SCORED
@@ -526,12 +607,16 @@ def leakage_rules_on_scoring(*, version: ProbeVersion) -> LeakageRecord | None:
     splits = declared.get("splits") or ["train"]
     if not tasks and not hashes:
         return None
-    measured_on = set(Run.objects.filter(probe_version=version, kind=Run.Kind.SCORE, split="test", cycle=None)
-                      .values_list("task_id", flat=True))
+    measured_on = set(
+        Run.objects.filter(probe_version=version, kind=Run.Kind.SCORE, split="test", cycle=None).values_list(
+            "task_id", flat=True
+        )
+    )
     try:
         registry = registry_load()
-        sources = declared_text_sources(registry, tasks=[t for t in tasks if t in registry.tasks], splits=splits,
-                                        text_sha256=hashes)
+        sources = declared_text_sources(
+            registry, tasks=[t for t in tasks if t in registry.tasks], splits=splits, text_sha256=hashes
+        )
         overlaps = overlapping_test_splits(registry, sources, tasks=measured_on)
     except EvaluatorError:
         log.exception("leakage rule %s could not run on %s", DECLARED_OVERLAP_RULE, version)
@@ -540,13 +625,16 @@ def leakage_rules_on_scoring(*, version: ProbeVersion) -> LeakageRecord | None:
         return None
     where = ", ".join(f"{o.task_id}/test ({o.rows} of {o.split_rows} rows)" for o in overlaps)
     return leakage_record_open(
-        probe=version.probe, probe_version=version, rule=DECLARED_OVERLAP_RULE,
+        probe=version.probe,
+        probe_version=version,
+        rule=DECLARED_OVERLAP_RULE,
         summary=f"declared training data matches test items after normalisation: {where}",
-        evidence={"overlaps": [o.to_dict() for o in overlaps],
-                  "declared": {"tasks": tasks, "splits": splits, "text_sha256": len(hashes)},
-                  "normalisation": "NFKC, case folded, punctuation → space, whitespace collapsed (evaluator.leakage)"},
+        evidence={
+            "overlaps": [o.to_dict() for o in overlaps],
+            "declared": {"tasks": tasks, "splits": splits, "text_sha256": len(hashes)},
+            "normalisation": "NFKC, case folded, punctuation → space, whitespace collapsed (evaluator.leakage)",
+        },
     )
-
 
 
 @transaction.atomic
@@ -570,7 +658,9 @@ def leakage_record_open(
         raise ServiceError("a leakage record opened by hand needs a summary and evidence", field="evidence")
     if rule:
         existing = LeakageRecord.objects.filter(
-            probe=probe, probe_version=probe_version, rule=rule,
+            probe=probe,
+            probe_version=probe_version,
+            rule=rule,
             status__in=[LeakageRecord.Status.OPEN, LeakageRecord.Status.CONFIRMED],
         ).first()
         if existing:

@@ -23,8 +23,21 @@ INPUTS = ("single", "contrast_pair")
 OUTPUTS = ("logit", "probability")
 RECIPE_METHODS = ("logistic_regression", "diff_of_means", "pca_unsupervised", "lda", "mlp")
 KNOWN_FIELDS = {
-    "name", "category", "base_model", "layer", "position", "input", "output", "license", "authors",
-    "paper_url", "description", "training_data", "declared_metrics", "recipe", "probe",
+    "name",
+    "category",
+    "base_model",
+    "layer",
+    "position",
+    "input",
+    "output",
+    "license",
+    "authors",
+    "paper_url",
+    "description",
+    "training_data",
+    "declared_metrics",
+    "recipe",
+    "probe",
 }
 DECLARABLE_METRICS = ("auroc", "auroc_ea", "auroc_ds", "ece", "brier", "rho_ce", "latency_ms")
 TRAINING_DATA_FIELDS = ("tasks", "splits", "text_sha256", "external")
@@ -78,7 +91,9 @@ def metadata_validate(metadata: Any, *, recipe: Any = None) -> CleanMetadata:
         _fail("metadata", "expected a JSON object (the probe.json written by `python -m evaluator train`)")
     unknown = sorted(set(metadata) - KNOWN_FIELDS)
     if unknown:
-        _fail("metadata", f"unknown field(s) {', '.join(unknown)}; accepted: {', '.join(sorted(KNOWN_FIELDS))}")
+        _fail(
+            "metadata", f"unknown field(s) {', '.join(unknown)}; accepted: {', '.join(sorted(KNOWN_FIELDS))}"
+        )
     for required in ("name", "category", "base_model", "layer", "position", "input", "output", "license"):
         if metadata.get(required) in (None, ""):
             _fail(required, "this field is required")
@@ -178,7 +193,10 @@ def _training_data_validate(training_data: Any) -> dict[str, Any]:
         _fail("training_data", f"must be an object like {example}")
     unknown = sorted(set(training_data) - set(TRAINING_DATA_FIELDS))
     if unknown:
-        _fail("training_data", f"unknown field(s) {', '.join(unknown)}; accepted: {', '.join(TRAINING_DATA_FIELDS)}")
+        _fail(
+            "training_data",
+            f"unknown field(s) {', '.join(unknown)}; accepted: {', '.join(TRAINING_DATA_FIELDS)}",
+        )
     tasks = training_data.get("tasks") or []
     if not isinstance(tasks, list) or not all(isinstance(t, str) for t in tasks):
         _fail("training_data", "tasks must be a list of task ids")
@@ -196,15 +214,24 @@ def _training_data_validate(training_data: Any) -> dict[str, Any]:
         _fail("training_data", "splits name splits of the declared tasks: list the tasks too")
     hashes = training_data.get("text_sha256") or []
     if not isinstance(hashes, list) or not all(isinstance(h, str) and _SHA256.match(h) for h in hashes):
-        _fail("training_data", "text_sha256 must be a list of 64-character lowercase hex SHA-256 digests of the"
-                               " normalised training texts (python -m evaluator text-hashes FILE)")
+        _fail(
+            "training_data",
+            "text_sha256 must be a list of 64-character lowercase hex SHA-256 digests of the"
+            " normalised training texts (python -m evaluator text-hashes FILE)",
+        )
     if len(hashes) > MAX_TEXT_HASHES:
-        _fail("training_data", f"text_sha256 holds {len(hashes)} hashes; at most {MAX_TEXT_HASHES} are accepted")
+        _fail(
+            "training_data", f"text_sha256 holds {len(hashes)} hashes; at most {MAX_TEXT_HASHES} are accepted"
+        )
     external = training_data.get("external") or ""
     if not isinstance(external, str):
         _fail("training_data", "external must be a text describing the external data")
-    return {"tasks": list(dict.fromkeys(tasks)), "splits": list(dict.fromkeys(splits)),
-            "text_sha256": sorted(set(hashes)), "external": external[:5000]}
+    return {
+        "tasks": list(dict.fromkeys(tasks)),
+        "splits": list(dict.fromkeys(splits)),
+        "text_sha256": sorted(set(hashes)),
+        "external": external[:5000],
+    }
 
 
 def _recipe_validate(recipe: Any, *, base_model: BaseModel) -> dict:

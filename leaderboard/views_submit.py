@@ -37,8 +37,11 @@ def submit(request):
     if request.method == "POST" and form.is_valid():
         try:
             submission = submission_create(
-                user=request.user, artifact=form.cleaned_data["artifact"], metadata=form.metadata(),
-                recipe=form.cleaned_data["recipe"] or None, via="web",
+                user=request.user,
+                artifact=form.cleaned_data["artifact"],
+                metadata=form.metadata(),
+                recipe=form.cleaned_data["recipe"] or None,
+                via="web",
             )
         except ServiceError as exc:
             field = FIELD_FOR.get(exc.field, exc.field)

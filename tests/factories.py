@@ -27,7 +27,9 @@ class ProbeFactory(factory.django.DjangoModelFactory):
     name = factory.LazyAttribute(lambda p: f"Probe {p.slug}")
     owner = factory.SubFactory(UserFactory)
     category_id = "hallucination"
-    base_model_id = factory.LazyFunction(lambda: m.BaseModel.objects.order_by("slug").values_list("slug", flat=True).first())
+    base_model_id = factory.LazyFunction(
+        lambda: m.BaseModel.objects.order_by("slug").values_list("slug", flat=True).first()
+    )
 
 
 class ProbeVersionFactory(factory.django.DjangoModelFactory):
@@ -37,7 +39,9 @@ class ProbeVersionFactory(factory.django.DjangoModelFactory):
     probe = factory.SubFactory(ProbeFactory)
     number = 1
     artifact_sha256 = factory.Sequence(lambda n: hashlib.sha256(f"artifact-{n}".encode()).hexdigest())
-    artifact_path = factory.LazyAttribute(lambda v: f"{v.artifact_sha256[:2]}/{v.artifact_sha256}.safetensors")
+    artifact_path = factory.LazyAttribute(
+        lambda v: f"{v.artifact_sha256[:2]}/{v.artifact_sha256}.safetensors"
+    )
     artifact_bytes = 2400
     kind = "linear"
     layer = 15

@@ -30,11 +30,35 @@ class WorkerProcess:
 
     def start(self) -> WorkerProcess:
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "celery", "-A", "probebench", "worker", "-Q", self.queues,
-               "--concurrency", "1", "--pool", "solo", "--hostname", f"{self.name}@%h", "--loglevel", "INFO",
-               "--without-gossip", "--without-mingle", "--without-heartbeat"]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self.log.open("wb"),
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "probebench",
+            "worker",
+            "-Q",
+            self.queues,
+            "--concurrency",
+            "1",
+            "--pool",
+            "solo",
+            "--hostname",
+            f"{self.name}@%h",
+            "--loglevel",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ]
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env=self.env,
+            stdout=self.log.open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         return self
 
     def kill(self) -> None:
@@ -109,13 +133,36 @@ def mini_root(tmp_path_factory):
     return build_mini_registry(tmp_path_factory.mktemp("registry"))
 
 
-def train_probe(registry: Path, out: Path, *, task: str, layer: int = 12, method: str = "logistic_regression") -> Path:
+def train_probe(
+    registry: Path, out: Path, *, task: str, layer: int = 12, method: str = "logistic_regression"
+) -> Path:
     """A real probe trained with the evaluator's CLI on the small registry."""
     cache = os.environ["PROBEBENCH_CACHE_DIR"]
     proc = subprocess.run(
-        [sys.executable, "-m", "evaluator", "train", "--registry", str(registry), "--cache-dir", cache,
-         "--task", task, "--model", SOURCE, "--layer", str(layer), "--method", method, "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "evaluator",
+            "train",
+            "--registry",
+            str(registry),
+            "--cache-dir",
+            cache,
+            "--task",
+            task,
+            "--model",
+            SOURCE,
+            "--layer",
+            str(layer),
+            "--method",
+            method,
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
@@ -151,5 +198,6 @@ def submit_dir(user, probe_dir: Path, **kwargs):
     from leaderboard.services import submission_create
 
     with open(probe_dir / "probe.safetensors", "rb") as fh:
-        return submission_create(user=user, artifact=fh, metadata=json.loads((probe_dir / "probe.json").read_text()),
-                                 **kwargs)
+        return submission_create(
+            user=user, artifact=fh, metadata=json.loads((probe_dir / "probe.json").read_text()), **kwargs
+        )

@@ -61,7 +61,9 @@ def fill_form(page, probe_dir: Path, **overrides) -> None:
     page.fill("#id_recipe", json.dumps(meta["recipe"]))
 
 
-def test_a_web_submission_is_followed_live_until_scored(live_server, mini, trained, start_worker, browser_page):
+def test_a_web_submission_is_followed_live_until_scored(
+    live_server, mini, trained, start_worker, browser_page
+):
     from tests.factories import UserFactory
 
     UserFactory(username="ada", password=PASSWORD)

@@ -116,15 +116,18 @@ def test_unknown_metric_suggests_a_name():
 
 
 def run_cli(path):
-    return subprocess.run([sys.executable, "-m", "evaluator", "metrics", "--scores", str(path)],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "evaluator", "metrics", "--scores", str(path)], capture_output=True, text=True
+    )
 
 
 def test_metrics_command_contract(tmp_path):
     import json
 
     f = tmp_path / "s.csv"
-    f.write_text("score,label,ref_score\n2,1,0\n-1,0,0\n1,1,1\n0.5,0,1\n3,1,2\n-2,0,2\n0,1,3\n1,0,3\n2,1,4\n-1,0,4\n")
+    f.write_text(
+        "score,label,ref_score\n2,1,0\n-1,0,0\n1,1,1\n0.5,0,1\n3,1,2\n-2,0,2\n0,1,3\n1,0,3\n2,1,4\n-1,0,4\n"
+    )
     proc = run_cli(f)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)

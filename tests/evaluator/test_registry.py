@@ -25,13 +25,22 @@ def root(tmp_path):
         path = tmp_path / "registry" / "splits" / "toy-v1" / f"{split}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f'{{"id": "{split}-1", "label": 1, "text": "a"}}\n')
-        splits[split] = {"path": str(path.relative_to(tmp_path)), "rows": 1,
-                         "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+        splits[split] = {
+            "path": str(path.relative_to(tmp_path)),
+            "rows": 1,
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        }
     data = yaml.safe_load((tmp_path / "tasks.yaml").read_text())
-    data["tasks"] = [{
-        "id": "toy-v1", "category": "hallucination", "family": "toy", "positive": "hallucinated",
-        "source": {"package": "none", "version": "0", "license": "MIT"}, "splits": splits,
-    }]
+    data["tasks"] = [
+        {
+            "id": "toy-v1",
+            "category": "hallucination",
+            "family": "toy",
+            "positive": "hallucinated",
+            "source": {"package": "none", "version": "0", "license": "MIT"},
+            "splits": splits,
+        }
+    ]
     (tmp_path / "tasks.yaml").write_text(yaml.safe_dump(data))
     return tmp_path
 
@@ -55,7 +64,9 @@ def test_the_fixture_registry_loads(root):
 
 def test_an_unknown_category_is_named_with_the_accepted_ones(root):
     edit(root / "tasks.yaml", lambda d: d["tasks"][0].update(category="halucination"))
-    with pytest.raises(RegistryError, match="unknown category 'halucination'; accepted: hallucination, reasoning"):
+    with pytest.raises(
+        RegistryError, match="unknown category 'halucination'; accepted: hallucination, reasoning"
+    ):
         load_registry(root)
 
 
@@ -78,7 +89,10 @@ def test_a_split_file_that_changed_names_the_file_and_both_hashes(root):
 
 
 def test_weights_that_do_not_sum_to_one_are_rejected(root):
-    edit(root / "registry/weights/v0.0.1.yaml", lambda d: d["weights"].update(auroc=0.25, auroc_ea=0.18, auroc_ds=0.12))
+    edit(
+        root / "registry/weights/v0.0.1.yaml",
+        lambda d: d["weights"].update(auroc=0.25, auroc_ea=0.18, auroc_ds=0.12),
+    )
     with pytest.raises(RegistryError, match="weights sum to 0.9, they must sum to 1.0"):
         load_registry(root)
 

@@ -103,13 +103,32 @@ def run_cli(*args):
 
 def test_the_score_command_prints_the_contract(tmp_path):
     f = tmp_path / "c.json"
-    f.write_text(json.dumps({"auroc": 0.91, "auroc_ea": None, "auroc_ds": 0.8, "ece": 0.07,
-                             "rho_ce": None, "latency_ms": 3.2, "license": "MIT"}))
+    f.write_text(
+        json.dumps(
+            {
+                "auroc": 0.91,
+                "auroc_ea": None,
+                "auroc_ds": 0.8,
+                "ece": 0.07,
+                "rho_ce": None,
+                "latency_ms": 3.2,
+                "license": "MIT",
+            }
+        )
+    )
     proc = run_cli("score", "--components", str(f), "--spec", "v0.0.1")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["spec"] == "v0.0.1"
-    assert set(out["components"]) == {"auroc", "auroc_ea", "auroc_ds", "calibration", "rho_ce", "latency", "license"}
+    assert set(out["components"]) == {
+        "auroc",
+        "auroc_ea",
+        "auroc_ds",
+        "calibration",
+        "rho_ce",
+        "latency",
+        "license",
+    }
     assert out["components"]["auroc_ea"]["imputed"] is True
     assert out["components"]["auroc_ea"]["value"] == pytest.approx(0.85 * 0.91)
     total = sum(c["contribution"] for c in out["components"].values())

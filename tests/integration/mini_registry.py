@@ -24,8 +24,11 @@ def _subsample(rows: list[dict], n: int) -> list[dict]:
     return sorted(pos + neg, key=lambda r: r["id"])
 
 
-def build_mini_registry(dest: Path, task_ids: tuple[str, ...] = ("cities-truth-v1", "benchmark-vs-user-v1"),
-                        sizes: dict[str, int] | None = None) -> Path:
+def build_mini_registry(
+    dest: Path,
+    task_ids: tuple[str, ...] = ("cities-truth-v1", "benchmark-vs-user-v1"),
+    sizes: dict[str, int] | None = None,
+) -> Path:
     sizes = sizes or SIZES
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "registry").mkdir(exist_ok=True)
@@ -39,14 +42,19 @@ def build_mini_registry(dest: Path, task_ids: tuple[str, ...] = ("cities-truth-v
             continue
         entry = dict(entry, card="")
         for split, spec in entry["splits"].items():
-            rows = [json.loads(line) for line in (ROOT / spec["path"]).read_text().splitlines() if line.strip()]
+            rows = [
+                json.loads(line) for line in (ROOT / spec["path"]).read_text().splitlines() if line.strip()
+            ]
             rows = _subsample(rows, sizes[split])
             path = dest / spec["path"]
             path.parent.mkdir(parents=True, exist_ok=True)
             payload = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows).encode()
             path.write_bytes(payload)
-            entry["splits"][split] = {"path": spec["path"], "rows": len(rows),
-                                      "sha256": hashlib.sha256(payload).hexdigest()}
+            entry["splits"][split] = {
+                "path": spec["path"],
+                "rows": len(rows),
+                "sha256": hashlib.sha256(payload).hexdigest(),
+            }
         tasks.append(entry)
     data["tasks"] = tasks
     (dest / "tasks.yaml").write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))

@@ -14,13 +14,25 @@ pytestmark = [pytest.mark.model, pytest.mark.django_db(transaction=True)]
 
 
 def test_demo_scores_the_manifest_with_its_own_worker(mini, trained, worker_env, monkeypatch, tmp_path):
-    for key in ("PROBEBENCH_DB_NAME", "PROBEBENCH_REGISTRY_ROOT", "PROBEBENCH_MODELS", "CELERY_TASK_ALWAYS_EAGER"):
+    for key in (
+        "PROBEBENCH_DB_NAME",
+        "PROBEBENCH_REGISTRY_ROOT",
+        "PROBEBENCH_MODELS",
+        "CELERY_TASK_ALWAYS_EAGER",
+    ):
         monkeypatch.setenv(key, worker_env[key])
     manifest = tmp_path / "manifest.yaml"
-    manifest.write_text(yaml.safe_dump({"version": 1, "probes": [
-        {"slug": "truth", "path": str(trained["truth"]), "role": ""},
-        {"slug": "ea-reference", "path": str(trained["reference"]), "role": "eval_awareness"},
-    ]}))
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "version": 1,
+                "probes": [
+                    {"slug": "truth", "path": str(trained["truth"]), "role": ""},
+                    {"slug": "ea-reference", "path": str(trained["reference"]), "role": "eval_awareness"},
+                ],
+            }
+        )
+    )
     out = StringIO()
     call_command("demo", manifest=str(manifest), no_serve=True, stdout=out)
     subs = list(Submission.objects.select_related("probe_version__probe").order_by("pk"))

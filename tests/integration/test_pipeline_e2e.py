@@ -18,8 +18,11 @@ TARGET = "all-minilm-l6-v2"
 
 def submit_api(client: APIClient, probe_dir: Path):
     with open(probe_dir / "probe.safetensors", "rb") as fh:
-        return client.post("/api/v1/submissions", {"artifact": fh, "metadata": (probe_dir / "probe.json").read_text()},
-                           format="multipart")
+        return client.post(
+            "/api/v1/submissions",
+            {"artifact": fh, "metadata": (probe_dir / "probe.json").read_text()},
+            format="multipart",
+        )
 
 
 def test_an_api_submission_is_run_by_a_worker_and_scored_like_the_evaluator(
@@ -33,17 +36,27 @@ def test_an_api_submission_is_run_by_a_worker_and_scored_like_the_evaluator(
 
     # the eval-awareness reference probe first, through the same service the demo uses
     ref_sub = submit_dir(maintainer, ref_dir, via="seed", is_reference=True, reference_role="eval_awareness")
-    wait_for(lambda: Submission.objects.get(pk=ref_sub.pk).status in ("scored", "failed"), timeout=900,
-             what="the reference probe to be scored", workers=[worker])
-    assert Submission.objects.get(pk=ref_sub.pk).status == "scored", Submission.objects.get(pk=ref_sub.pk).failure_reason
+    wait_for(
+        lambda: Submission.objects.get(pk=ref_sub.pk).status in ("scored", "failed"),
+        timeout=900,
+        what="the reference probe to be scored",
+        workers=[worker],
+    )
+    assert Submission.objects.get(pk=ref_sub.pk).status == "scored", Submission.objects.get(
+        pk=ref_sub.pk
+    ).failure_reason
 
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
     response = submit_api(client, probe_dir)
     assert response.status_code == 201, response.content
     sub_id = response.json()["id"]
-    wait_for(lambda: Submission.objects.get(pk=sub_id).status in ("scored", "failed"), timeout=900,
-             what="the submission to be scored", workers=[worker])
+    wait_for(
+        lambda: Submission.objects.get(pk=sub_id).status in ("scored", "failed"),
+        timeout=900,
+        what="the submission to be scored",
+        workers=[worker],
+    )
     detail = client.get(f"/api/v1/submissions/{sub_id}").json()
     assert detail["status"] == "scored", detail["failure_reason"]
     assert {r["status"] for r in detail["runs"]} == {"succeeded"}
@@ -52,8 +65,9 @@ def test_an_api_submission_is_run_by_a_worker_and_scored_like_the_evaluator(
     assert EvaluationRun.objects.filter(submission_id=sub_id).exclude(worker_host="").count() > 0
 
     # the same inputs through the evaluator directly
-    direct = evaluate_probe(probe_dir, registry=mini, cache_dir=cache, reference_probe=ref_dir,
-                            transfer_targets=[TARGET])
+    direct = evaluate_probe(
+        probe_dir, registry=mini, cache_dir=cache, reference_probe=ref_dir, transfer_targets=[TARGET]
+    )
     score = Score.objects.get(probe_version__submission__pk=sub_id, spec_id="v0.0.1")
     expected = direct.probe_score["components"]
     for name in ("auroc", "auroc_ea", "auroc_ds", "calibration", "rho_ce", "license"):

@@ -61,15 +61,20 @@ def leaky(mini_root, tmp_path_factory):
             task["splits"]["train"] = dict(task["splits"]["test"])
     (root / "tasks.yaml").write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     out = train_probe(root, tmp_path_factory.mktemp("probes") / "leaky", task=TRUTH, layer=4)
-    return edit_probe_json(out, name="Memorised cities probe", recipe=None,
-                           training_data={"tasks": [TRUTH], "splits": ["test"], "external": ""})
+    return edit_probe_json(
+        out,
+        name="Memorised cities probe",
+        recipe=None,
+        training_data={"tasks": [TRUTH], "splits": ["test"], "external": ""},
+    )
 
 
 @pytest.fixture(scope="module")
 def reference_v2(mini_root, tmp_path_factory):
     """A second version of the eval-awareness reference probe (another layer, another method)."""
-    out = train_probe(mini_root, tmp_path_factory.mktemp("probes") / "ref2", task=EA_TASK, layer=6,
-                      method="diff_of_means")
+    out = train_probe(
+        mini_root, tmp_path_factory.mktemp("probes") / "ref2", task=EA_TASK, layer=6, method="diff_of_means"
+    )
     return out
 
 
@@ -107,27 +112,48 @@ def api(user) -> APIClient:
 
 
 def scored(sub: Submission, workers, timeout: float = 900) -> Submission:
-    wait_for(lambda: Submission.objects.get(pk=sub.pk).status in ("scored", "failed"), timeout=timeout,
-             what=f"submission {sub.pk} to be scored", workers=workers)
+    wait_for(
+        lambda: Submission.objects.get(pk=sub.pk).status in ("scored", "failed"),
+        timeout=timeout,
+        what=f"submission {sub.pk} to be scored",
+        workers=workers,
+    )
     sub.refresh_from_db()
     assert sub.status == "scored", sub.failure_reason
     return sub
 
 
 def completed(quarter: str, workers, timeout: float = 600) -> ReevaluationCycle:
-    wait_for(lambda: ReevaluationCycle.objects.get(quarter=quarter).status != "running", timeout=timeout,
-             what=f"cycle {quarter} to complete", workers=workers)
+    wait_for(
+        lambda: ReevaluationCycle.objects.get(quarter=quarter).status != "running",
+        timeout=timeout,
+        what=f"cycle {quarter} to complete",
+        workers=workers,
+    )
     cycle = ReevaluationCycle.objects.get(quarter=quarter)
     assert cycle.status == "completed", cycle.error
     return cycle
 
 
 def test_a_quarter_on_real_runs_catches_a_probe_trained_on_its_test_split(
-    board, trained, leaky, start_worker, maintainer, researcher, tmp_path, settings, client, confirmed_records_cleared
+    board,
+    trained,
+    leaky,
+    start_worker,
+    maintainer,
+    researcher,
+    tmp_path,
+    settings,
+    client,
+    confirmed_records_cleared,
 ):
     worker = start_worker("cycle")
-    scored(submit_dir(maintainer, trained["reference"], via="seed", is_reference=True,
-                      reference_role="eval_awareness"), [worker])
+    scored(
+        submit_dir(
+            maintainer, trained["reference"], via="seed", is_reference=True, reference_role="eval_awareness"
+        ),
+        [worker],
+    )
     truth = scored(submit_dir(researcher, trained["truth"]), [worker]).probe_version.probe
     bad = scored(submit_dir(researcher, leaky), [worker]).probe_version
     # suspicion rule 2, when it was scored: the declared training data is the test split
@@ -168,16 +194,24 @@ def test_a_quarter_on_real_runs_catches_a_probe_trained_on_its_test_split(
         assert run.status == Run.Status.SUCCEEDED and run.attempts == 1, run.error
         holdout = cycle.holdouts[run.task_id]
         assert run.split_sha256 == holdout["sha256"]
-        assert hashlib.sha256((settings.DATA_DIR / holdout["path"]).read_bytes()).hexdigest() == holdout["sha256"]
+        assert (
+            hashlib.sha256((settings.DATA_DIR / holdout["path"]).read_bytes()).hexdigest()
+            == holdout["sha256"]
+        )
         assert sorted(e["id"] for e in run.example_scores) == sorted(holdout["ids"])
-    assert client.get("/api/v1/reevaluations/2026Q3").json()["progress"] == {"total": 3, "done": 3, "failed": 0}
+    assert client.get("/api/v1/reevaluations/2026Q3").json()["progress"] == {
+        "total": 3,
+        "done": 3,
+        "failed": 0,
+    }
 
     leaky_result = CycleResult.objects.get(cycle=cycle, probe_version=bad)
     assert leaky_result.outcome == "deprecated" and leaky_result.drop_points > 10, leaky_result.drop_points
     assert Probe.objects.get(pk=bad.probe_id).status == "deprecated"
     assert CycleResult.objects.get(cycle=cycle, probe_version__probe=truth).outcome == "held"
     assert {e["probe"] for e in client.get("/api/v1/reevaluations/2026Q3").json()["diff"]["deprecated"]} == {
-        bad.probe.slug}
+        bad.probe.slug
+    }
     # suspicion rule 1: the test set scores far better than the fresh holdout
     record = LeakageRecord.objects.get(probe=bad.probe, rule="test_exceeds_holdout")
     assert record.status == "open" and record.evidence["test_auroc"] - record.evidence["holdout_auroc"] > 0.10
@@ -186,8 +220,12 @@ def test_a_quarter_on_real_runs_catches_a_probe_trained_on_its_test_split(
     client.force_login(maintainer)
     admin_url = f"/admin/leaderboard/leakagerecord/{record.pk}"
     note = "Trained on the cities-truth-v1 test split: perfect on test, near chance on the 2026Q3 holdout."
-    form = {"summary": record.summary, "evidence": json.dumps(record.evidence), "public_note": note,
-            "decision": "confirm"}
+    form = {
+        "summary": record.summary,
+        "evidence": json.dumps(record.evidence),
+        "public_note": note,
+        "decision": "confirm",
+    }
     assert client.post(f"{admin_url}/change/", form).status_code == 302
     record.refresh_from_db()
     assert record.status == "confirmed" and record.reviewed_by == maintainer
@@ -204,9 +242,15 @@ def test_a_quarter_on_real_runs_catches_a_probe_trained_on_its_test_split(
         LeakageRecord.objects.filter(pk=record.pk).update(status="dismissed")
     with pytest.raises(ImmutableRecordError):
         LeakageRecord.objects.filter(probe=bad.probe).delete()
-    for sql in ("UPDATE leaderboard_leakagerecord SET public_note = 'rewritten' WHERE id = %s",
-                "DELETE FROM leaderboard_leakagerecord WHERE id = %s"):
-        with pytest.raises(DatabaseError, match="confirmed"), transaction.atomic(), connection.cursor() as cur:
+    for sql in (
+        "UPDATE leaderboard_leakagerecord SET public_note = 'rewritten' WHERE id = %s",
+        "DELETE FROM leaderboard_leakagerecord WHERE id = %s",
+    ):
+        with (
+            pytest.raises(DatabaseError, match="confirmed"),
+            transaction.atomic(),
+            connection.cursor() as cur,
+        ):
             cur.execute(sql, [record.pk])
     assert LeakageRecord.objects.get(pk=record.pk).public_note == note
 
@@ -214,8 +258,14 @@ def test_a_quarter_on_real_runs_catches_a_probe_trained_on_its_test_split(
     client.logout()
     assert note in client.get(f"/probes/{bad.probe.slug}/").content.decode()
     assert note in client.get("/leakage/").content.decode()
-    rows = {r["probe"]: r for r in client.get("/api/v1/leaderboard", {"category": "hallucination"}).json()["results"]}
-    assert rows[bad.probe.slug]["badges"]["leakage"] is True and rows[bad.probe.slug]["badges"]["deprecated"] is True
+    rows = {
+        r["probe"]: r
+        for r in client.get("/api/v1/leaderboard", {"category": "hallucination"}).json()["results"]
+    }
+    assert (
+        rows[bad.probe.slug]["badges"]["leakage"] is True
+        and rows[bad.probe.slug]["badges"]["deprecated"] is True
+    )
 
     # the next quarter, from the command: fresh holdouts, the deprecated probe not rerun, a second hold
     out = StringIO()
@@ -240,19 +290,37 @@ def test_a_new_reference_version_recomputes_auroc_ea_from_stored_scores_without_
     # recompute waits for this process, where no model can be loaded
     worker = WorkerProcess(worker_env, "gpu-only", queues="gpu").start()
     try:
-        ref1 = scored(submit_dir(maintainer, trained["reference"], via="seed", is_reference=True,
-                                 reference_role="eval_awareness"), [worker]).probe_version
+        ref1 = scored(
+            submit_dir(
+                maintainer,
+                trained["reference"],
+                via="seed",
+                is_reference=True,
+                reference_role="eval_awareness",
+            ),
+            [worker],
+        ).probe_version
         truth = scored(submit_dir(researcher, trained["truth"]), [worker]).probe_version
         before = Score.objects.get(probe_version=truth, spec_id="v0.0.1")
         assert not before.components["auroc_ea"]["imputed"]
-        truth_runs = sorted(Run.objects.filter(probe_version=truth).values_list("pk", "attempts", "finished_at"))
+        truth_runs = sorted(
+            Run.objects.filter(probe_version=truth).values_list("pk", "attempts", "finished_at")
+        )
 
         edit_probe_json(reference_v2, probe=ref1.probe.slug, recipe=None)  # a new version of the same probe
         ref2 = scored(submit_dir(maintainer, reference_v2), [worker]).probe_version
         assert ref2.probe_id == ref1.probe_id and ref2.number == 2
-        wait_for(lambda: ReferenceUpdate.objects.filter(new_version=ref2).exists() and not Run.objects.filter(
-            probe_version=ref2, kind=Run.Kind.REFERENCE).exclude(status=Run.Status.SUCCEEDED).exists(),
-            timeout=600, what="the new reference to score the dependents' test items", workers=[worker])
+        wait_for(
+            lambda: (
+                ReferenceUpdate.objects.filter(new_version=ref2).exists()
+                and not Run.objects.filter(probe_version=ref2, kind=Run.Kind.REFERENCE)
+                .exclude(status=Run.Status.SUCCEEDED)
+                .exists()
+            ),
+            timeout=600,
+            what="the new reference to score the dependents' test items",
+            workers=[worker],
+        )
     finally:
         worker.stop()
     update = ReferenceUpdate.objects.get(new_version=ref2)
@@ -271,16 +339,24 @@ def test_a_new_reference_version_recomputes_auroc_ea_from_stored_scores_without_
     [entry] = update.diff
     test_run = Run.objects.get(probe_version=truth, kind=Run.Kind.SCORE, split="test")
     ref_scores = {e["id"]: e["score"] for e in ref_run.example_scores}
-    expected = auroc_ea([e["score"] for e in test_run.example_scores], [e["label"] for e in test_run.example_scores],
-                        [ref_scores[e["id"]] for e in test_run.example_scores])
+    expected = auroc_ea(
+        [e["score"] for e in test_run.example_scores],
+        [e["label"] for e in test_run.example_scores],
+        [ref_scores[e["id"]] for e in test_run.example_scores],
+    )
     assert entry["probe"] == truth.probe.slug and entry["auroc_ea_before"] == before.measurements["auroc_ea"]
     assert entry["auroc_ea_after"] == pytest.approx(expected, abs=1e-9)
     after = Score.objects.get(probe_version=truth, spec_id="v0.0.1")
     assert after.measurements["auroc_ea"] == pytest.approx(expected, abs=1e-9)
-    assert entry["total_after"] == pytest.approx(after.total) and entry["total_before"] == pytest.approx(before.total)
+    assert entry["total_after"] == pytest.approx(after.total) and entry["total_before"] == pytest.approx(
+        before.total
+    )
     assert after.measurements["auroc"] == before.measurements["auroc"]  # only auroc_ea moved
     # the dependent's own runs were not touched: nothing re-ran on a model
-    assert sorted(Run.objects.filter(probe_version=truth).values_list("pk", "attempts", "finished_at")) == truth_runs
+    assert (
+        sorted(Run.objects.filter(probe_version=truth).values_list("pk", "attempts", "finished_at"))
+        == truth_runs
+    )
 
     # the diff is published
     published = {u["new_version"]: u for u in client.get("/api/v1/reference-updates").json()}

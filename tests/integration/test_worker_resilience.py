@@ -28,13 +28,20 @@ def successes(*workers) -> int:
     return sum(len(re.findall(r"succeeded in [\d.]+s: 'succeeded'", w.output())) for w in workers)
 
 
-def test_a_run_whose_worker_is_killed_completes_once_after_reconciling(mini, trained, researcher, start_worker, worker_env, settings):
+def test_a_run_whose_worker_is_killed_completes_once_after_reconciling(
+    mini, trained, researcher, start_worker, worker_env, settings
+):
     worker_env["PROBEBENCH_HEARTBEAT_TIMEOUT_S"] = "10"
     settings.RUN_HEARTBEAT_TIMEOUT_S = 10
     doomed = start_worker("doomed")
     sub = submit_dir(researcher, trained["truth"])
-    wait_for(lambda: Run.objects.filter(submission=sub, status=Run.Status.RUNNING).exists(), timeout=120,
-             interval=0.05, what="a run to start", workers=[doomed])
+    wait_for(
+        lambda: Run.objects.filter(submission=sub, status=Run.Status.RUNNING).exists(),
+        timeout=120,
+        interval=0.05,
+        what="a run to start",
+        workers=[doomed],
+    )
     victim = Run.objects.get(submission=sub, status=Run.Status.RUNNING)
     doomed.kill()  # SIGKILL: no cleanup, no ack
     assert Run.objects.get(pk=victim.pk).status == Run.Status.RUNNING  # orphaned
@@ -44,21 +51,29 @@ def test_a_run_whose_worker_is_killed_completes_once_after_reconciling(mini, tra
     report = services.evaluation_runs_reconcile()
     assert victim.pk in report["requeued_dead"]
     # runs still queued for the dead worker's prefetch are re-published the same way
-    Run.objects.filter(submission=sub, status=Run.Status.QUEUED).update(queued_at=timezone.now() - timedelta(hours=1))
+    Run.objects.filter(submission=sub, status=Run.Status.QUEUED).update(
+        queued_at=timezone.now() - timedelta(hours=1)
+    )
     services.evaluation_runs_reconcile()
     wait_for(lambda: finished(sub.pk), timeout=600, what="the submission to finish", workers=[rescuer])
 
     sub.refresh_from_db()
     assert sub.status == "scored", sub.failure_reason
     victim.refresh_from_db()
-    assert victim.status == Run.Status.SUCCEEDED and victim.attempts == 2 and victim.worker_host.startswith("rescuer")
+    assert (
+        victim.status == Run.Status.SUCCEEDED
+        and victim.attempts == 2
+        and victim.worker_host.startswith("rescuer")
+    )
     runs = list(sub.runs.all())
     assert all(r.status == Run.Status.SUCCEEDED for r in runs)
     assert successes(doomed, rescuer) == len(runs), "some run completed twice (or not at all)"
 
 
 @pytest.mark.redis
-def test_runs_lost_when_redis_is_flushed_are_recovered_by_the_reconciler(mini, trained, researcher, start_worker, settings):
+def test_runs_lost_when_redis_is_flushed_are_recovered_by_the_reconciler(
+    mini, trained, researcher, start_worker, settings
+):
     import redis
 
     sub = submit_dir(researcher, trained["truth"])  # published to Redis, no worker yet
@@ -88,6 +103,10 @@ def test_two_workers_racing_on_the_same_runs_execute_each_once(mini, trained, re
     assert sub.status == "scored", sub.failure_reason
     runs = list(sub.runs.all())
     assert all(r.attempts == 1 for r in runs), [(r.pk, r.attempts) for r in runs]
-    wait_for(lambda: sum(w.output().count("'skipped'") for w in (first, second)) == len(runs), timeout=60,
-             what="the duplicate deliveries to be skipped", workers=[first, second])
+    wait_for(
+        lambda: sum(w.output().count("'skipped'") for w in (first, second)) == len(runs),
+        timeout=60,
+        what="the duplicate deliveries to be skipped",
+        workers=[first, second],
+    )
     assert successes(first, second) == len(runs)

@@ -16,11 +16,20 @@ EA_TASK = "benchmark-vs-user-v1"  # eval_awareness
 HOLDOUT_SIZE = 16
 
 
-def scored(slug: str, *, reference_auroc: float = 0.90, category: str = "hallucination", **kwargs) -> m.ProbeVersion:
+def scored(
+    slug: str, *, reference_auroc: float = 0.90, category: str = "hallucination", **kwargs
+) -> m.ProbeVersion:
     """A public, scored version of a new probe on SmolLM2, measured on the category's tasks."""
     tasks = list(m.Task.objects.filter(category_id=category, status=m.Task.Status.ACTIVE))
-    return public_probe(slug=slug, category=category, base_model=MODEL, auroc=reference_auroc, tasks=tasks,
-                        reference_auroc=reference_auroc, **kwargs)
+    return public_probe(
+        slug=slug,
+        category=category,
+        base_model=MODEL,
+        auroc=reference_auroc,
+        tasks=tasks,
+        reference_auroc=reference_auroc,
+        **kwargs,
+    )
 
 
 def synthetic_scores(auroc: float, n: int = 10) -> list[dict]:
@@ -41,11 +50,14 @@ def finish_holdout_runs(cycle: m.ReevaluationCycle, holdout_auroc: dict[str, flo
         value = holdout_auroc[run.probe_version.probe.slug]
         if value is None:
             m.EvaluationRun.objects.filter(pk=run.pk).update(
-                status=m.EvaluationRun.Status.FAILED, error="worker lost", error_kind="infrastructure")
+                status=m.EvaluationRun.Status.FAILED, error="worker lost", error_kind="infrastructure"
+            )
         else:
             m.EvaluationRun.objects.filter(pk=run.pk).update(
-                status=m.EvaluationRun.Status.SUCCEEDED, example_scores=synthetic_scores(value),
-                split_sha256=cycle.holdouts[run.task_id]["sha256"])
+                status=m.EvaluationRun.Status.SUCCEEDED,
+                example_scores=synthetic_scores(value),
+                split_sha256=cycle.holdouts[run.task_id]["sha256"],
+            )
 
 
 def run_cycle(quarter: str, by, holdout_auroc: dict[str, float | None]) -> m.ReevaluationCycle:

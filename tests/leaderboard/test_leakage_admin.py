@@ -30,20 +30,29 @@ def staff(client, maintainer):
 
 @pytest.fixture
 def open_record(probe, maintainer):
-    return leakage_record_open(probe=probe, summary="trained on the test split", evidence=EVIDENCE,
-                               opened_by=maintainer)
+    return leakage_record_open(
+        probe=probe, summary="trained on the test split", evidence=EVIDENCE, opened_by=maintainer
+    )
 
 
 @pytest.fixture
 def confirmed(open_record, maintainer):
-    return leakage_record_review(record=open_record, by=maintainer, confirm=True, note="Confirmed: test items in training.")
+    return leakage_record_review(
+        record=open_record, by=maintainer, confirm=True, note="Confirmed: test items in training."
+    )
 
 
 def test_a_maintainer_opens_a_record_by_hand_with_evidence(staff, probe, maintainer):
     version = probe.versions.get()
-    response = staff.post(f"{ADMIN}/add/", {"probe": probe.pk, "probe_version": version.pk,
-                                            "summary": "the README says it was fit on test",
-                                            "evidence": json.dumps(EVIDENCE)})
+    response = staff.post(
+        f"{ADMIN}/add/",
+        {
+            "probe": probe.pk,
+            "probe_version": version.pk,
+            "summary": "the README says it was fit on test",
+            "evidence": json.dumps(EVIDENCE),
+        },
+    )
     assert response.status_code == 302, response.content.decode()[-2000:]
     record = LeakageRecord.objects.get()
     assert record.source == LeakageRecord.Source.MAINTAINER and record.opened_by == maintainer
@@ -57,7 +66,12 @@ def test_a_record_opened_by_hand_needs_evidence(staff, probe):
 
 
 def test_review_confirms_with_a_public_note(staff, open_record, maintainer, client):
-    form = {"summary": open_record.summary, "evidence": json.dumps(EVIDENCE), "public_note": "", "decision": "confirm"}
+    form = {
+        "summary": open_record.summary,
+        "evidence": json.dumps(EVIDENCE),
+        "public_note": "",
+        "decision": "confirm",
+    }
     page = staff.post(f"{ADMIN}/{open_record.pk}/change/", form)
     assert page.status_code == 200 and "needs a public note" in page.content.decode()
     assert LeakageRecord.objects.get().status == LeakageRecord.Status.OPEN
@@ -70,7 +84,9 @@ def test_review_confirms_with_a_public_note(staff, open_record, maintainer, clie
 
     # public: the probe, the board and the leakage page
     client.logout()
-    assert "The test items are in the declared training set." in client.get("/probes/suspect/").content.decode()
+    assert (
+        "The test items are in the declared training set." in client.get("/probes/suspect/").content.decode()
+    )
     assert "The test items are in the declared training set." in client.get("/leakage/").content.decode()
     [row] = client.get("/api/v1/leaderboard", {"category": "hallucination"}).json()["results"]
     assert row["badges"]["leakage"] is True
@@ -78,14 +94,21 @@ def test_review_confirms_with_a_public_note(staff, open_record, maintainer, clie
 
 
 def test_review_dismisses(staff, open_record, client):
-    form = {"summary": open_record.summary, "evidence": json.dumps(EVIDENCE), "public_note": "", "decision": "dismiss"}
+    form = {
+        "summary": open_record.summary,
+        "evidence": json.dumps(EVIDENCE),
+        "public_note": "",
+        "decision": "dismiss",
+    }
     assert staff.post(f"{ADMIN}/{open_record.pk}/change/", form).status_code == 302
     assert LeakageRecord.objects.get().status == LeakageRecord.Status.DISMISSED
     assert client.get("/api/v1/leakage").json() == []
 
 
 def test_the_confirm_action_needs_each_record_s_note(staff, open_record):
-    page = staff.post(f"{ADMIN}/", {"action": "confirm_selected", "_selected_action": [open_record.pk]}, follow=True)
+    page = staff.post(
+        f"{ADMIN}/", {"action": "confirm_selected", "_selected_action": [open_record.pk]}, follow=True
+    )
     assert "needs a public note" in page.content.decode()
     assert LeakageRecord.objects.get().status == LeakageRecord.Status.OPEN
 
@@ -100,20 +123,31 @@ def test_a_confirmed_record_is_read_only_in_the_admin(staff, confirmed):
     assert staff.post(f"{ADMIN}/{confirmed.pk}/change/", edit).status_code == 403
     assert staff.get(f"{ADMIN}/{confirmed.pk}/delete/").status_code == 403
     assert staff.post(f"{ADMIN}/{confirmed.pk}/delete/", {"post": "yes"}).status_code == 403
-    bulk = staff.post(f"{ADMIN}/", {"action": "delete_selected", "_selected_action": [confirmed.pk], "post": "yes"})
+    bulk = staff.post(
+        f"{ADMIN}/", {"action": "delete_selected", "_selected_action": [confirmed.pk], "post": "yes"}
+    )
     assert bulk.status_code == 403
     staff.post(f"{ADMIN}/", {"action": "dismiss_selected", "_selected_action": [confirmed.pk]})
 
     record = LeakageRecord.objects.get(pk=confirmed.pk)
     assert record.status == LeakageRecord.Status.CONFIRMED
-    assert record.public_note == "Confirmed: test items in training." and record.summary == "trained on the test split"
+    assert (
+        record.public_note == "Confirmed: test items in training."
+        and record.summary == "trained on the test split"
+    )
 
 
 def test_a_dismissed_record_is_view_only_but_open_ones_may_be_deleted(staff, probe, maintainer):
     dismissed = leakage_record_review(
         record=leakage_record_open(probe=probe, summary="s", evidence=EVIDENCE, opened_by=maintainer),
-        by=maintainer, confirm=False)
-    assert staff.post(f"{ADMIN}/{dismissed.pk}/change/", {"summary": "x", "evidence": "{}"}).status_code == 403
-    mistaken = leakage_record_open(probe=probe, summary="opened by mistake", evidence=EVIDENCE, opened_by=maintainer)
+        by=maintainer,
+        confirm=False,
+    )
+    assert (
+        staff.post(f"{ADMIN}/{dismissed.pk}/change/", {"summary": "x", "evidence": "{}"}).status_code == 403
+    )
+    mistaken = leakage_record_open(
+        probe=probe, summary="opened by mistake", evidence=EVIDENCE, opened_by=maintainer
+    )
     assert staff.post(f"{ADMIN}/{mistaken.pk}/delete/", {"post": "yes"}).status_code == 302
     assert not LeakageRecord.objects.filter(pk=mistaken.pk).exists()

@@ -31,29 +31,51 @@ def test_normalisation_ignores_case_whitespace_and_punctuation():
 
 
 def metadata(**training_data) -> dict:
-    return {"name": "Declared probe", "category": "hallucination", "base_model": MODEL, "layer": 4,
-            "position": "last_token", "input": "single", "output": "logit", "license": "MIT",
-            "training_data": training_data}
+    return {
+        "name": "Declared probe",
+        "category": "hallucination",
+        "base_model": MODEL,
+        "layer": 4,
+        "position": "last_token",
+        "input": "single",
+        "output": "logit",
+        "license": "MIT",
+        "training_data": training_data,
+    }
 
 
 def test_a_declaration_of_tasks_splits_and_text_hashes_is_accepted(small_registry):
-    clean = metadata_validate(metadata(tasks=[TRUTH_TASK], splits=["train", "test"],
-                                       text_sha256=[text_hash("b"), text_hash("a"), text_hash("a")],
-                                       external="a scrape of geography quizzes"))
-    assert clean.training_data == {"tasks": [TRUTH_TASK], "splits": ["train", "test"],
-                                   "text_sha256": sorted({text_hash("a"), text_hash("b")}),
-                                   "external": "a scrape of geography quizzes"}
+    clean = metadata_validate(
+        metadata(
+            tasks=[TRUTH_TASK],
+            splits=["train", "test"],
+            text_sha256=[text_hash("b"), text_hash("a"), text_hash("a")],
+            external="a scrape of geography quizzes",
+        )
+    )
+    assert clean.training_data == {
+        "tasks": [TRUTH_TASK],
+        "splits": ["train", "test"],
+        "text_sha256": sorted({text_hash("a"), text_hash("b")}),
+        "external": "a scrape of geography quizzes",
+    }
     assert metadata_validate(metadata(tasks=[TRUTH_TASK])).training_data["splits"] == ["train"]  # the default
 
 
-@pytest.mark.parametrize(("training_data", "message"), [
-    ({"tasks": [TRUTH_TASK], "splits": ["dev"]}, "unknown split(s) dev; accepted: train, test, distshift, holdout_pool"),
-    ({"splits": ["test"]}, "list the tasks too"),
-    ({"tasks": ["nope-v1"]}, "unknown task id(s) nope-v1"),
-    ({"text_sha256": ["abc"]}, "64-character lowercase hex"),
-    ({"tasks": [TRUTH_TASK], "data": "x"}, "unknown field(s) data"),
-    ({"external": 3}, "external must be a text"),
-])
+@pytest.mark.parametrize(
+    ("training_data", "message"),
+    [
+        (
+            {"tasks": [TRUTH_TASK], "splits": ["dev"]},
+            "unknown split(s) dev; accepted: train, test, distshift, holdout_pool",
+        ),
+        ({"splits": ["test"]}, "list the tasks too"),
+        ({"tasks": ["nope-v1"]}, "unknown task id(s) nope-v1"),
+        ({"text_sha256": ["abc"]}, "64-character lowercase hex"),
+        ({"tasks": [TRUTH_TASK], "data": "x"}, "unknown field(s) data"),
+        ({"external": 3}, "external must be a text"),
+    ],
+)
 def test_a_malformed_declaration_is_refused_with_what_is_accepted(small_registry, training_data, message):
     with pytest.raises(ValidationFailed, match=message.replace("(", r"\(").replace(")", r"\)")) as exc:
         metadata_validate(metadata(**training_data))
@@ -71,8 +93,9 @@ def test_too_many_text_hashes_are_refused(small_registry, monkeypatch):
 
 def declared_version(small_registry, **training_data):
     version = scored("declared", training_data={"splits": ["train"], "text_sha256": [], **training_data})
-    EvaluationRunFactory(probe_version=version, task_id=TRUTH_TASK, split="test", kind="score",
-                         submission=version.submission)
+    EvaluationRunFactory(
+        probe_version=version, task_id=TRUTH_TASK, split="test", kind="score", submission=version.submission
+    )
     return version
 
 
@@ -98,8 +121,12 @@ def test_training_on_the_train_split_opens_nothing(small_registry):
 def test_external_texts_match_after_normalisation(small_registry):
     reg = load_registry(small_registry)
     rows = [json.loads(line) for line in (small_registry / reg.task(TRUTH_TASK).splits["test"].path).open()]
-    scraped = [rows[0]["text"].upper(), "  " + rows[1]["text"].replace(".", " !"), rows[2]["text"] + "\n",
-               "A sentence that is in no split."]
+    scraped = [
+        rows[0]["text"].upper(),
+        "  " + rows[1]["text"].replace(".", " !"),
+        rows[2]["text"] + "\n",
+        "A sentence that is in no split.",
+    ]
     version = declared_version(small_registry, text_sha256=[text_hash(t) for t in scraped])
 
     record = leakage_rules_on_scoring(version=version)
@@ -109,7 +136,9 @@ def test_external_texts_match_after_normalisation(small_registry):
 
 
 def test_only_test_splits_the_probe_is_measured_on_count(small_registry):
-    version = scored("elsewhere", training_data={"tasks": [TRUTH_TASK], "splits": ["test"], "text_sha256": []})
+    version = scored(
+        "elsewhere", training_data={"tasks": [TRUTH_TASK], "splits": ["test"], "text_sha256": []}
+    )
     assert leakage_rules_on_scoring(version=version) is None  # no test run on that task
 
 
@@ -128,10 +157,15 @@ def test_the_cli_prints_the_hashes_to_declare(tmp_path, capsys):
     from evaluator.cli import main
 
     data = tmp_path / "scrape.jsonl"
-    data.write_text(json.dumps({"text": "The city of Paris is in France."}) + "\n" + json.dumps({"text": "b"}) + "\n")
+    data.write_text(
+        json.dumps({"text": "The city of Paris is in France."}) + "\n" + json.dumps({"text": "b"}) + "\n"
+    )
     assert main(["text-hashes", str(data)]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out == {"texts": 2, "text_sha256": sorted([text_hash("the city of paris is in france"), text_hash("b")])}
+    assert out == {
+        "texts": 2,
+        "text_sha256": sorted([text_hash("the city of paris is in france"), text_hash("b")]),
+    }
     lines = tmp_path / "lines.txt"
     lines.write_text("b\n")
     assert main(["text-hashes", "--lines", str(lines)]) == 0

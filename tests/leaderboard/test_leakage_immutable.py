@@ -50,11 +50,14 @@ def test_a_queryset_update_or_delete_is_refused(confirmed):
     assert LeakageRecord.objects.get(pk=confirmed.pk).status == "confirmed"
 
 
-@pytest.mark.parametrize("sql", [
-    "UPDATE leaderboard_leakagerecord SET status = 'dismissed' WHERE id = %s",
-    "UPDATE leaderboard_leakagerecord SET public_note = 'rewritten' WHERE id = %s",
-    "DELETE FROM leaderboard_leakagerecord WHERE id = %s",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE leaderboard_leakagerecord SET status = 'dismissed' WHERE id = %s",
+        "UPDATE leaderboard_leakagerecord SET public_note = 'rewritten' WHERE id = %s",
+        "DELETE FROM leaderboard_leakagerecord WHERE id = %s",
+    ],
+)
 def test_raw_sql_is_refused_by_the_database(confirmed, sql):
     with pytest.raises(DatabaseError, match="confirmed"), transaction.atomic(), connection.cursor() as cur:
         cur.execute(sql, [confirmed.pk])

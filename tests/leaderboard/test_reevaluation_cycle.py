@@ -14,10 +14,19 @@ pytestmark = pytest.mark.django_db
 Outcome = CycleResult.Outcome
 
 
-@pytest.mark.parametrize(("drop", "outcome"), [
-    (-3.0, Outcome.HELD), (4.0, Outcome.HELD), (5.0, Outcome.HELD), (5.01, Outcome.DROPPED),
-    (7.0, Outcome.DROPPED), (10.0, Outcome.DROPPED), (10.01, Outcome.DEPRECATED), (12.0, Outcome.DEPRECATED),
-])
+@pytest.mark.parametrize(
+    ("drop", "outcome"),
+    [
+        (-3.0, Outcome.HELD),
+        (4.0, Outcome.HELD),
+        (5.0, Outcome.HELD),
+        (5.01, Outcome.DROPPED),
+        (7.0, Outcome.DROPPED),
+        (10.0, Outcome.DROPPED),
+        (10.01, Outcome.DEPRECATED),
+        (12.0, Outcome.DEPRECATED),
+    ],
+)
 def test_the_thresholds_are_5_and_10_points(drop, outcome):
     assert outcome_for(drop) == outcome
 
@@ -27,13 +36,18 @@ def three_probes(small_registry):
     return {slug: scored(slug, reference_auroc=0.90) for slug in ("holds", "slips", "falls")}
 
 
-def test_drops_of_4_7_and_12_points_give_nothing_a_diff_entry_and_a_deprecation(three_probes, maintainer, client):
+def test_drops_of_4_7_and_12_points_give_nothing_a_diff_entry_and_a_deprecation(
+    three_probes, maintainer, client
+):
     cycle = run_cycle("2026Q3", maintainer, {"holds": 0.86, "slips": 0.83, "falls": 0.78})
 
     assert cycle.status == ReevaluationCycle.Status.COMPLETED
     results = {r.probe_version.probe.slug: r for r in cycle.results.select_related("probe_version__probe")}
     assert {s: (r.outcome, round(r.drop_points, 6)) for s, r in results.items()} == {
-        "holds": ("held", 4.0), "slips": ("dropped", 7.0), "falls": ("deprecated", 12.0)}
+        "holds": ("held", 4.0),
+        "slips": ("dropped", 7.0),
+        "falls": ("deprecated", 12.0),
+    }
     assert results["falls"].holdout_auroc == pytest.approx(0.78)
     assert results["falls"].test_auroc == pytest.approx(0.90)
 
@@ -64,7 +78,10 @@ def test_the_diff_is_a_public_page_and_json(three_probes, maintainer, client):
     assert body["progress"] == {"total": 3, "done": 3, "failed": 0}
     assert {e["probe"] for e in body["diff"]["dropped"]} == {"slips", "falls"}
     assert {r["probe"]: r["outcome"] for r in body["results"]} == {
-        "holds": "held", "slips": "dropped", "falls": "deprecated"}
+        "holds": "held",
+        "slips": "dropped",
+        "falls": "deprecated",
+    }
     assert all("ids" not in h for h in body["holdouts"].values())  # holdout items stay unseen
 
     html = client.get("/reevaluations/2026Q3/").content.decode()
@@ -136,7 +153,11 @@ def test_deprecated_probes_are_not_rerun(three_probes, maintainer):
 def test_progress_is_visible_while_the_cycle_runs(three_probes, maintainer, client):
     cycle = reevaluation_start(quarter="2026Q3", by=maintainer, dispatch=False)
     assert cycle.status == ReevaluationCycle.Status.RUNNING
-    assert client.get("/api/v1/reevaluations/2026Q3").json()["progress"] == {"total": 3, "done": 0, "failed": 0}
+    assert client.get("/api/v1/reevaluations/2026Q3").json()["progress"] == {
+        "total": 3,
+        "done": 0,
+        "failed": 0,
+    }
     assert "0 of 3" in client.get("/reevaluations/2026Q3/").content.decode()
 
     run = cycle.runs.first()

@@ -48,8 +48,12 @@ def board(small_registry):
 def test_staff_start_a_cycle_through_the_api(board, maintainer):
     response = api(maintainer).post(URL, {"quarter": "2026Q4"}, format="json")
     assert response.status_code == 201, response.content
-    assert response.json() == {"quarter": "2026Q4", "status": "running", "runs": 2,
-                               "url": "/api/v1/reevaluations/2026Q4"}
+    assert response.json() == {
+        "quarter": "2026Q4",
+        "status": "running",
+        "runs": 2,
+        "url": "/api/v1/reevaluations/2026Q4",
+    }
     cycle = ReevaluationCycle.objects.get(quarter="2026Q4")
     assert cycle.triggered_by == maintainer
     assert set(cycle.holdouts) == {TRUTH_TASK, "benchmark-vs-user-v1"}
@@ -119,7 +123,9 @@ def test_cycles_run_one_at_a_time_and_in_quarter_order(board, maintainer):
 # --------------------------------------------------------------------------- split hashes
 
 
-def test_a_tampered_split_file_stops_the_cycle_before_any_run(board, maintainer, small_registry, client, settings):
+def test_a_tampered_split_file_stops_the_cycle_before_any_run(
+    board, maintainer, small_registry, client, settings
+):
     spec = load_registry(small_registry).task(TRUTH_TASK).splits["test"]
     path = small_registry / spec.path
     original = path.read_bytes()
@@ -180,15 +186,20 @@ def test_holdouts_are_deterministic(small_registry):
 
 
 def test_paired_rows_are_taken_together():
-    pool = [{"id": f"r{i}{side}", "group": f"g{i}", "label": int(side == "a"), "text": f"item {i} {side}"}
-            for i in range(20) for side in "ab"]
+    pool = [
+        {"id": f"r{i}{side}", "group": f"g{i}", "label": int(side == "a"), "text": f"item {i} {side}"}
+        for i in range(20)
+        for side in "ab"
+    ]
     h = mint_holdout(task_id="pairs-v1", quarter="2026Q4", pool=pool, size=10)
     groups = {r["group"] for r in h.rows}
     assert len(h.rows) == 10 and len(groups) == 5
     assert all(sum(r["group"] == g for r in h.rows) == 2 for g in groups)
 
 
-def test_holdouts_never_overlap_earlier_quarters_while_the_pool_allows(board, maintainer, small_registry, settings):
+def test_holdouts_never_overlap_earlier_quarters_while_the_pool_allows(
+    board, maintainer, small_registry, settings
+):
     quarters = ("2026Q1", "2026Q2", "2026Q3")  # 3 × 16 rows from a pool of 48
     cycles = [run_cycle(q, maintainer, {"first": 0.9, "second": 0.9}) for q in quarters]
     for task in (TRUTH_TASK, "benchmark-vs-user-v1"):
@@ -202,7 +213,9 @@ def test_holdouts_never_overlap_earlier_quarters_while_the_pool_allows(board, ma
     assert fourth.diff["holdouts"][TRUTH_TASK]["reused_rows"] > 0
 
 
-def test_holdouts_are_disjoint_from_train_test_and_distshift_and_hashed(board, maintainer, small_registry, settings):
+def test_holdouts_are_disjoint_from_train_test_and_distshift_and_hashed(
+    board, maintainer, small_registry, settings
+):
     cycle = reevaluation_start(quarter="2026Q4", by=maintainer, dispatch=False)
     reg = load_registry(small_registry)
     for task_id, h in cycle.holdouts.items():
@@ -223,5 +236,7 @@ def test_a_pool_row_that_repeats_a_test_text_is_never_drawn():
     test_text = "The city of Paris is in France."
     pool = [{"id": f"p{i}", "group": f"g{i}", "label": i % 2, "text": f"item {i}"} for i in range(8)]
     pool.append({"id": "dup", "group": "gdup", "label": 1, "text": "the city of  PARIS is in france"})
-    h = mint_holdout(task_id="x-v1", quarter="2026Q4", pool=pool, size=20, forbidden_texts={text_hash(test_text)})
+    h = mint_holdout(
+        task_id="x-v1", quarter="2026Q4", pool=pool, size=20, forbidden_texts={text_hash(test_text)}
+    )
     assert "dup" not in h.ids and len(h.rows) == 8

@@ -59,8 +59,10 @@ def test_the_registry_validates_supersedes(small_registry):
         (lambda t, d: t[NEW_TASK].update(supersedes="nope-v1"), "not a task"),
         (lambda t, d: t[NEW_TASK].update(supersedes=NEW_TASK), "cannot supersede itself"),
         (lambda t, d: t[NEW_TASK].update(supersedes="benchmark-vs-user-v1"), "keeps its category"),
-        (lambda t, d: t[TRUTH_TASK].update(status="superseded", superseded_by="benchmark-vs-user-v1"),
-         "says superseded_by"),
+        (
+            lambda t, d: t[TRUTH_TASK].update(status="superseded", superseded_by="benchmark-vs-user-v1"),
+            "says superseded_by",
+        ),
     ]
     original = (small_registry / "tasks.yaml").read_text()
     for change, message in cases:
@@ -93,7 +95,9 @@ def test_the_cycle_that_runs_both_supersedes_the_old_task(refreshing, maintainer
     assert old.status == Task.Status.SUPERSEDED and old.superseded_by_id == NEW_TASK
     assert cycle.diff["superseded_tasks"] == [{"task": TRUTH_TASK, "superseded_by": NEW_TASK}]
     assert "Tasks superseded" in client.get("/reevaluations/2026Q4/").content.decode()
-    assert client.get("/api/v1/reevaluations/2026Q4").json()["diff"]["superseded_tasks"][0]["task"] == TRUTH_TASK
+    assert (
+        client.get("/api/v1/reevaluations/2026Q4").json()["diff"]["superseded_tasks"][0]["task"] == TRUTH_TASK
+    )
 
     # the next cycle mints no holdout for the old task
     nxt = run_cycle("2027Q1", maintainer, {"truthful": 0.85})
@@ -130,4 +134,7 @@ def test_the_command_tells_the_maintainer_which_tasks_run_side_by_side(refreshin
     scored("truthful", reference_auroc=0.85)
     out = StringIO()
     call_command("start_reevaluation", "2026Q4", stdout=out)
-    assert f"{TRUTH_TASK} runs side by side with {NEW_TASK}; it is superseded when this cycle completes" in out.getvalue()
+    assert (
+        f"{TRUTH_TASK} runs side by side with {NEW_TASK}; it is superseded when this cycle completes"
+        in out.getvalue()
+    )

@@ -48,7 +48,9 @@ def test_a_progress_report_from_a_lost_attempt_stops_it(queued_run):
 
 def test_the_reconciler_requeues_a_run_whose_worker_died(queued_run, settings):
     run = services.evaluation_run_claim(run_id=queued_run.pk, worker="dead")
-    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT_S + 5))
+    Run.objects.filter(pk=run.pk).update(
+        heartbeat_at=timezone.now() - timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT_S + 5)
+    )
     dispatched = []
     report = services.evaluation_runs_reconcile(dispatch=dispatched.append)
     assert report["requeued_dead"] == [run.pk] and dispatched == [run.pk]
@@ -64,7 +66,9 @@ def test_the_reconciler_leaves_a_live_run_alone(queued_run):
 
 
 def test_the_reconciler_republishes_a_queued_run_the_broker_lost(queued_run, settings):
-    Run.objects.filter(pk=queued_run.pk).update(queued_at=timezone.now() - timedelta(seconds=settings.RUN_REQUEUE_AFTER_S + 5))
+    Run.objects.filter(pk=queued_run.pk).update(
+        queued_at=timezone.now() - timedelta(seconds=settings.RUN_REQUEUE_AFTER_S + 5)
+    )
     dispatched = []
     report = services.evaluation_runs_reconcile(dispatch=dispatched.append)
     assert report["republished"] == [queued_run.pk] and dispatched == [queued_run.pk]
@@ -76,7 +80,8 @@ def test_the_reconciler_republishes_a_queued_run_the_broker_lost(queued_run, set
 
 def test_a_run_lost_too_often_fails_with_the_reason(queued_run, settings):
     Run.objects.filter(pk=queued_run.pk).update(
-        status=Run.Status.RUNNING, attempts=services.MAX_ATTEMPTS,
+        status=Run.Status.RUNNING,
+        attempts=services.MAX_ATTEMPTS,
         heartbeat_at=timezone.now() - timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT_S + 5),
     )
     services.evaluation_runs_reconcile(dispatch=lambda _: None)

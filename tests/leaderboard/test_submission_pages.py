@@ -14,7 +14,9 @@ def submission(registry, researcher):
     from tests.factories import ProbeFactory, ProbeVersionFactory
 
     version = ProbeVersionFactory(probe=ProbeFactory(owner=researcher))
-    return SubmissionFactory(probe_version=version, submitter=researcher, status="running", step="1 of 6 runs finished")
+    return SubmissionFactory(
+        probe_version=version, submitter=researcher, status="running", step="1 of 6 runs finished"
+    )
 
 
 def test_the_submitter_sees_the_status_page_and_its_live_fragment(client, submission, researcher):

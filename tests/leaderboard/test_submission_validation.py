@@ -27,9 +27,16 @@ def linear_probe_bytes(seed: int = 0, d: int = D_MODEL, **overrides) -> bytes:
 
 def metadata(**overrides) -> dict:
     meta = {
-        "name": "A test probe", "category": "hallucination", "base_model": "smollm2-135m-instruct",
-        "layer": 15, "position": "last_token", "input": "single", "output": "logit", "license": "MIT",
-        "authors": ["Ada"], "training_data": {"tasks": [], "external": ""},
+        "name": "A test probe",
+        "category": "hallucination",
+        "base_model": "smollm2-135m-instruct",
+        "layer": 15,
+        "position": "last_token",
+        "input": "single",
+        "output": "logit",
+        "license": "MIT",
+        "authors": ["Ada"],
+        "training_data": {"tasks": [], "external": ""},
     }
     meta.update(overrides)
     return {k: v for k, v in meta.items() if v is not None}
@@ -61,26 +68,70 @@ def stored_files() -> list[Path]:
 
 @pytest.fixture
 def nothing_left_behind():
-    before = (Probe.objects.count(), ProbeVersion.objects.count(), Submission.objects.count(),
-              EvaluationRun.objects.count(), len(stored_files()))
+    before = (
+        Probe.objects.count(),
+        ProbeVersion.objects.count(),
+        Submission.objects.count(),
+        EvaluationRun.objects.count(),
+        len(stored_files()),
+    )
     yield
-    after = (Probe.objects.count(), ProbeVersion.objects.count(), Submission.objects.count(),
-             EvaluationRun.objects.count(), len(stored_files()))
+    after = (
+        Probe.objects.count(),
+        ProbeVersion.objects.count(),
+        Submission.objects.count(),
+        EvaluationRun.objects.count(),
+        len(stored_files()),
+    )
     assert after == before, "a rejected upload left rows or files behind"
 
 
 BAD_UPLOADS = {
     "pickle renamed .safetensors": (
-        lambda: pickle.dumps({"weight": np.ones(D_MODEL)}), metadata(), 400, "safetensors"),
+        lambda: pickle.dumps({"weight": np.ones(D_MODEL)}),
+        metadata(),
+        400,
+        "safetensors",
+    ),
     "truncated file": (lambda: linear_probe_bytes()[:700], metadata(), 400, "artifact:"),
-    "NaN weights": (lambda: linear_probe_bytes(weight=np.full(D_MODEL, np.nan, dtype=np.float32)), metadata(), 400, "finite"),
+    "NaN weights": (
+        lambda: linear_probe_bytes(weight=np.full(D_MODEL, np.nan, dtype=np.float32)),
+        metadata(),
+        400,
+        "finite",
+    ),
     "wrong shape": (lambda: linear_probe_bytes(d=384), metadata(), 400, "576"),
-    "unknown tensor": (lambda: linear_probe_bytes(extra=np.zeros(3, dtype=np.float32)), metadata(), 400, "extra"),
-    "layer out of range": (lambda: linear_probe_bytes(), metadata(layer=99), 400, "layer: 99 is out of range for smollm2-135m-instruct: accepted 0..30"),
-    "unknown license": (lambda: linear_probe_bytes(), metadata(license="WTFPL"), 400, "license: 'WTFPL' is not in the license registry; accepted: Apache-2.0"),
+    "unknown tensor": (
+        lambda: linear_probe_bytes(extra=np.zeros(3, dtype=np.float32)),
+        metadata(),
+        400,
+        "extra",
+    ),
+    "layer out of range": (
+        lambda: linear_probe_bytes(),
+        metadata(layer=99),
+        400,
+        "layer: 99 is out of range for smollm2-135m-instruct: accepted 0..30",
+    ),
+    "unknown license": (
+        lambda: linear_probe_bytes(),
+        metadata(license="WTFPL"),
+        400,
+        "license: 'WTFPL' is not in the license registry; accepted: Apache-2.0",
+    ),
     "missing field": (lambda: linear_probe_bytes(), metadata(name=None), 400, "name: this field is required"),
-    "unknown category": (lambda: linear_probe_bytes(), metadata(category="vibes"), 400, "unknown category 'vibes'"),
-    "unknown base model": (lambda: linear_probe_bytes(), metadata(base_model="gpt-5"), 400, "unknown base model 'gpt-5'"),
+    "unknown category": (
+        lambda: linear_probe_bytes(),
+        metadata(category="vibes"),
+        400,
+        "unknown category 'vibes'",
+    ),
+    "unknown base model": (
+        lambda: linear_probe_bytes(),
+        metadata(base_model="gpt-5"),
+        400,
+        "unknown base model 'gpt-5'",
+    ),
     "metadata not JSON": (lambda: linear_probe_bytes(), "{name: oops", 400, "metadata: not valid JSON"),
     "no artifact": (lambda: None, metadata(), 400, "missing field(s): artifact"),
 }

@@ -25,10 +25,16 @@ def test_it_mirrors_the_registry_into_the_database():
 
 def test_running_it_twice_changes_nothing():
     sync()
-    snapshot = [list(model.objects.order_by("pk").values()) for model in (Category, License, WeightsSpec, Task, TaskSplit)]
+    snapshot = [
+        list(model.objects.order_by("pk").values())
+        for model in (Category, License, WeightsSpec, Task, TaskSplit)
+    ]
     second = sync()
     assert "registry in sync: 0 change(s)" in second
-    again = [list(model.objects.order_by("pk").values()) for model in (Category, License, WeightsSpec, Task, TaskSplit)]
+    again = [
+        list(model.objects.order_by("pk").values())
+        for model in (Category, License, WeightsSpec, Task, TaskSplit)
+    ]
     assert again == snapshot
 
 

@@ -42,12 +42,20 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", default="8000")
-        parser.add_argument("--manifest", default=None, help="default: registry/reference_probes/manifest.yaml")
-        parser.add_argument("--no-serve", action="store_true", help="evaluate, wait for every score, then exit")
+        parser.add_argument(
+            "--manifest", default=None, help="default: registry/reference_probes/manifest.yaml"
+        )
+        parser.add_argument(
+            "--no-serve", action="store_true", help="evaluate, wait for every score, then exit"
+        )
         parser.add_argument("--only", default="", help="comma-separated slugs of the manifest to submit")
 
     def handle(self, *args, host, port, manifest=None, no_serve=False, only="", **options):
-        manifest_path = Path(manifest) if manifest else settings.REGISTRY_ROOT / "registry" / "reference_probes" / "manifest.yaml"
+        manifest_path = (
+            Path(manifest)
+            if manifest
+            else settings.REGISTRY_ROOT / "registry" / "reference_probes" / "manifest.yaml"
+        )
         if not manifest_path.is_file():
             raise CommandError(f"{manifest_path}: no reference-probe manifest")
         entries = yaml.safe_load(manifest_path.read_text())["probes"]
@@ -68,9 +76,11 @@ class Command(BaseCommand):
                 self._wait(subs, worker)
                 self._summary(subs)
                 return
-            self.stdout.write(self.style.SUCCESS(
-                f"serving http://{host}:{port}/ — the worker keeps evaluating; the board fills in as scores arrive"
-            ))
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"serving http://{host}:{port}/ — the worker keeps evaluating; the board fills in as scores arrive"
+                )
+            )
             call_command("runserver", f"{host}:{port}", use_reloader=False)
         finally:
             self._stop(worker)
@@ -91,7 +101,11 @@ class Command(BaseCommand):
         for entry in entries:
             directory = root / entry["path"]
             data = (directory / "probe.safetensors").read_bytes()
-            existing = ProbeVersion.objects.filter(artifact_sha256=sha256_bytes(data)).select_related("submission").first()
+            existing = (
+                ProbeVersion.objects.filter(artifact_sha256=sha256_bytes(data))
+                .select_related("submission")
+                .first()
+            )
             if existing is not None:
                 self.stdout.write(f"  {entry['slug']}: already submitted ({existing.submission.status})")
                 ids.append(existing.submission.pk)
@@ -99,8 +113,14 @@ class Command(BaseCommand):
             metadata = json.loads((directory / "probe.json").read_text())
             try:
                 with open(directory / "probe.safetensors", "rb") as fh:
-                    sub = submission_create(user=user, artifact=fh, metadata=metadata, via="seed",
-                                            is_reference=True, reference_role=entry.get("role") or "")
+                    sub = submission_create(
+                        user=user,
+                        artifact=fh,
+                        metadata=metadata,
+                        via="seed",
+                        is_reference=True,
+                        reference_role=entry.get("role") or "",
+                    )
             except ServiceError as exc:
                 raise CommandError(f"{entry['slug']}: {exc.message}") from None
             self.stdout.write(f"  {entry['slug']}: submission {sub.pk}, {sub.runs.count()} run(s) queued")
@@ -115,7 +135,11 @@ class Command(BaseCommand):
                 return
             if worker.poll() is not None:
                 raise CommandError(f"the worker exited with status {worker.returncode}; see {self._log}")
-            line = " · ".join(f"{s.probe_version.probe.slug[:28]} {s.status} {s.progress:.0%}" for s in subs if s.status not in DONE)
+            line = " · ".join(
+                f"{s.probe_version.probe.slug[:28]} {s.status} {s.progress:.0%}"
+                for s in subs
+                if s.status not in DONE
+            )
             if line != last:
                 self.stdout.write(f"  {line}")
                 last = line
@@ -125,17 +149,41 @@ class Command(BaseCommand):
         for sub in Submission.objects.filter(pk__in=ids).select_related("probe_version__probe"):
             score = sub.probe_version.scores.order_by("-spec_id").first()
             total = f"{score.total:.4f}" if score else "—"
-            self.stdout.write(f"  {sub.probe_version.probe.slug}: {sub.status} ProbeScore {total} {sub.failure_reason[:120]}")
+            self.stdout.write(
+                f"  {sub.probe_version.probe.slug}: {sub.status} ProbeScore {total} {sub.failure_reason[:120]}"
+            )
 
     def _start_worker(self) -> subprocess.Popen:
         self._log = Path(settings.DATA_DIR) / "demo-worker.log"
         env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
-        cmd = [sys.executable, "-m", "celery", "-A", "probebench", "worker", "-B", "-Q", "gpu,default",
-               "--concurrency", "1", "--pool", "solo", "--loglevel", "INFO",
-               "--schedule", str(Path(settings.DATA_DIR) / "celerybeat-schedule")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "probebench",
+            "worker",
+            "-B",
+            "-Q",
+            "gpu,default",
+            "--concurrency",
+            "1",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "INFO",
+            "--schedule",
+            str(Path(settings.DATA_DIR) / "celerybeat-schedule"),
+        ]
         self.stdout.write(f"starting a local worker (log: {self._log})")
-        return subprocess.Popen(cmd, cwd=settings.BASE_DIR, env=env, stdout=self._log.open("ab"),
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            cmd,
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=self._log.open("ab"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def _stop(self, worker: subprocess.Popen) -> None:
         if worker.poll() is None:

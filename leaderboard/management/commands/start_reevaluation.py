@@ -11,13 +11,21 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("quarter")
-        parser.add_argument("--as", dest="username", default=None,
-                            help="the staff user who triggers it (default: the first superuser)")
+        parser.add_argument(
+            "--as",
+            dest="username",
+            default=None,
+            help="the staff user who triggers it (default: the first superuser)",
+        )
 
     def handle(self, *args, quarter: str, username: str | None = None, **options):
         User = get_user_model()
         qs = User.objects.filter(is_staff=True)
-        user = qs.filter(username=username).first() if username else qs.filter(is_superuser=True).order_by("pk").first()
+        user = (
+            qs.filter(username=username).first()
+            if username
+            else qs.filter(is_superuser=True).order_by("pk").first()
+        )
         if user is None:
             raise CommandError("a staff user is needed: pass --as USERNAME (create one with createsuperuser)")
         try:
@@ -25,12 +33,18 @@ class Command(BaseCommand):
         except ServiceError as exc:
             raise CommandError(exc.message) from None
         runs = cycle.runs.count()
-        self.stdout.write(f"cycle {cycle.quarter} started by {user.username}: {len(cycle.holdouts)} holdout(s) minted,"
-                          f" {runs} run(s) queued")
+        self.stdout.write(
+            f"cycle {cycle.quarter} started by {user.username}: {len(cycle.holdouts)} holdout(s) minted,"
+            f" {runs} run(s) queued"
+        )
         for task_id, h in sorted(cycle.holdouts.items()):
             reused = f" ({h['reused_rows']} reused: the pool is spent)" if h.get("reused_rows") else ""
             self.stdout.write(f"  {task_id}: {h['rows']} rows, sha256 {h['sha256']}{reused}")
-        for old in Task.objects.filter(status=Task.Status.ACTIVE, superseded_by__isnull=False, slug__in=cycle.holdouts):
+        for old in Task.objects.filter(
+            status=Task.Status.ACTIVE, superseded_by__isnull=False, slug__in=cycle.holdouts
+        ):
             if old.superseded_by_id in cycle.holdouts:
-                self.stdout.write(f"  {old.slug} runs side by side with {old.superseded_by_id};"
-                                  " it is superseded when this cycle completes")
+                self.stdout.write(
+                    f"  {old.slug} runs side by side with {old.superseded_by_id};"
+                    " it is superseded when this cycle completes"
+                )
