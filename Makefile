@@ -30,8 +30,10 @@ demo: install
 	$(PY) manage.py sync_registry
 	$(PY) manage.py demo --host $(HOST) --port $(PORT)
 
+# The whole default suite; long runs (every reference probe retrained, Gemma) are marked slow
+# and run by `make bench`.
 test: install browser
-	$(PY) -m pytest
+	$(PY) -m pytest -m "not slow"
 
 # The fast part: no model, no browser.
 test-fast: install

@@ -183,6 +183,44 @@ def run(
     return out
 
 
+def ea_curves(models: list[str], cache_dir: Path, registry: Registry) -> dict[str, Any]:
+    """Reporting only, after the choice: the eval-awareness reference recipe (from the manifest)
+    fitted on train at every layer, AUROC on test and on distshift (formatting stripped)."""
+    from evaluator.models import load_model
+    from evaluator.reference_probes import SIDECAR, ea_reference_for, load_manifest, read_sidecar
+
+    cache = ActivationCache(cache_dir)
+    entries = load_manifest(registry)
+    out: dict[str, Any] = {}
+    for model_id in models:
+        entry = ea_reference_for(entries, model_id)
+        if entry is None:
+            continue
+        lm = load_model(model_id, registry=registry, cache_dir=cache_dir, device="cpu", dtype="float32")
+        layers = entry.candidate_layers(lm.n_layers)
+        recipe = entry.recipe_at(0, registry)
+        acts = {
+            split: train_activations(lm, registry, recipe, layers, cache=cache, split=split)
+            for split in ("train", "test", "distshift")
+        }
+        test, dist = [], []
+        for layer in layers:
+            t = fit_recipe(recipe.at_layer(layer), acts["train"][layer].X, acts["train"][layer].labels)
+            test.append(auroc(score(t, acts["test"][layer].X), acts["test"][layer].labels))
+            dist.append(auroc(score(t, acts["distshift"][layer].X), acts["distshift"][layer].labels))
+        out[model_id] = {
+            "slug": entry.slug,
+            "position": recipe.position,
+            "layers": layers,
+            "test": test,
+            "distshift": dist,
+        }
+        sidecar = entry.directory(registry.root) / SIDECAR
+        if sidecar.is_file():
+            out[model_id]["chosen_layer"] = read_sidecar(sidecar.parent)["layer_sweep"]["chosen_layer"]
+    return out
+
+
 # --------------------------------------------------------------------------- tables
 
 
@@ -264,6 +302,25 @@ def markdown(result: dict[str, Any]) -> str:
                     cells.append(f"{fmt(cur['cv_auroc'][k])}{star} / {fmt(cur['test_auroc'][k])}")
                 lines.append(f"| {layer} | " + " | ".join(cells) + " |")
             lines.append("")
+    ea = result.get("ea_reference")
+    if ea:
+        lines += [
+            "### 4. Eval-awareness reference recipe: test vs distshift AUROC by layer (reporting only)",
+            "",
+            "The reference probes' layers were chosen on train CV; this table was made afterwards.",
+            "",
+            "| model | probe (position) | chosen layer | test | distshift | best distshift over layers (layer) |",
+            "|---|---|---|---|---|---|",
+        ]
+        for model_id, c in ea.items():
+            k = c["layers"].index(c["chosen_layer"]) if "chosen_layer" in c else None
+            best = int(np.argmax(c["distshift"]))
+            at = f"{fmt(c['test'][k])} | {fmt(c['distshift'][k])}" if k is not None else "– | –"
+            lines.append(
+                f"| {model_id} | {c['slug']} ({c['position']}) | {c.get('chosen_layer', '–')} | {at}"
+                f" | {fmt(c['distshift'][best])} ({c['layers'][best]}) |"
+            )
+        lines.append("")
     return "\n".join(lines) + "\n"
 
 
@@ -307,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="print only the table of the reference probes' recorded metrics (no model, no fitting)",
     )
+    parser.add_argument(
+        "--no-ea", action="store_true", help="skip section 4 (eval-awareness test vs distshift)"
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr)
@@ -321,6 +381,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown configuration(s) {', '.join(unknown)}; accepted: {', '.join(CONFIGS)}")
     result = run(models, tasks, configs, args.cache_dir, registry)
+    if not args.no_ea:
+        result["ea_reference"] = ea_curves(list(registry.models), args.cache_dir, registry)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")

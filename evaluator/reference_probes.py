@@ -665,6 +665,8 @@ def compare_artifacts(
         for name, new in trained.tensors.items():
             old = np.asarray(committed[name], dtype=np.float64)
             new = np.asarray(new, dtype=np.float64)
+            if old.size == new.size == 1:  # a scalar bias is stored as shape [1] by save_probe
+                old, new = old.reshape(1), new.reshape(1)
             if old.shape != new.shape:
                 problems.append(f"tensor {name}: shape {old.shape} vs {new.shape}")
                 continue
