@@ -146,6 +146,7 @@ _RECIPE_KEYS = {"method", "task", "position", "input", "hyperparameters", "seed"
 
 
 def manifest_path(root: Path) -> Path:
+    """Where the manifest lives under a registry root."""
     return Path(root) / MANIFEST
 
 
@@ -620,6 +621,7 @@ def write_reference(
 
 
 def read_sidecar(directory: Path) -> dict[str, Any]:
+    """The recorded sweep and metrics of the probe in ``directory`` (reference.json)."""
     try:
         return json.loads((directory / SIDECAR).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -721,6 +723,7 @@ def default_cache_dir() -> Path:
 
 
 def select(entries: list[ReferenceEntry], only: str | None) -> list[ReferenceEntry]:
+    """The entries named in ``only`` (comma-separated slugs), in manifest order; all when empty."""
     if not only:
         return entries
     wanted = [s.strip() for s in only.split(",") if s.strip()]
