@@ -187,6 +187,8 @@ def seed(
                     "lift": {"random_direction": a - 0.5, "diff_of_means": 0.04},
                 }
             extra = {
+                # the pipeline stores the bootstrap interval of the category mean (scoring.py)
+                "auroc_ci": [auroc - 0.02, min(auroc + 0.02, 1.0)],
                 "brier": 0.2,
                 "latency_device": "cpu (synthetic)",
                 "model_forward_ms": 10.0,

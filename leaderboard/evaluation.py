@@ -48,12 +48,30 @@ _models: OrderedDict[str, Any] = OrderedDict()
 _lock = threading.Lock()
 
 
+def _registry_fingerprint(root: Path) -> tuple:
+    """What load_registry reads, by (name, size, mtime): a maintainer who adds a task and syncs
+    the database does not have to restart the workers."""
+    files = [root / "tasks.yaml", root / "registry" / "licenses.yaml", root / "registry" / "models.yaml"]
+    files += sorted((root / "registry" / "weights").glob("*"))
+    out = []
+    for f in files:
+        try:
+            st = f.stat()
+        except FileNotFoundError:
+            continue
+        out.append((str(f), st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
 def registry():
-    """The registry, loaded once per worker process (the split hashes are re-checked per run)."""
-    root = str(settings.REGISTRY_ROOT)
-    if root not in _registries:
-        _registries[root] = registry_load()
-    return _registries[root]
+    """The registry, kept per worker process and reloaded when its files change (the split
+    hashes are re-checked per run)."""
+    root = Path(settings.REGISTRY_ROOT)
+    fingerprint = _registry_fingerprint(root)
+    cached = _registries.get(str(root))
+    if cached is None or cached[0] != fingerprint:
+        cached = _registries[str(root)] = (fingerprint, registry_load())
+    return cached[1]
 
 
 def loaded_model(model_id: str):

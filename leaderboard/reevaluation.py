@@ -31,6 +31,7 @@ from evaluator import CODE_VERSION, metrics
 from evaluator.errors import EvaluatorError
 from evaluator.holdouts import mint_holdout, quarter_validate, read_rows
 from evaluator.registry import Registry
+from leaderboard.coverage import coverage_start, rescore_category, version_runs_current
 from leaderboard.errors import Conflict, ServiceError
 from leaderboard.models import (
     CycleResult,
@@ -119,6 +120,11 @@ def reevaluation_start(*, quarter: str, by, dispatch: bool = True) -> Reevaluati
             extra={"url": cycle.get_absolute_url()},
         ) from None
     runs = _runs_plan(cycle=cycle, holdouts=holdouts, dispatch=dispatch)
+    # every active probe is rerun: one missing a task of its category (a refresh running side by
+    # side, a new task) is scored on it too, and its Score follows once those runs finish
+    backfill = coverage_start(dispatch=dispatch)
+    if backfill:
+        log.info("cycle %s: %d backfill run(s) for tasks added since scoring", quarter, len(backfill))
     log.info("cycle %s started: %d holdouts, %d runs", quarter, len(holdouts), len(runs))
     if not runs:
         cycle_advance(cycle_id=cycle.pk)
@@ -308,6 +314,8 @@ def _cycle_results_apply(cycle: ReevaluationCycle) -> None:
         Probe.objects.filter(slug=entry["probe"]).update(stability_quarters=held)
         entry["stability_quarters"] = held
     superseded = _supersessions_apply(cycle)
+    # a superseded task no longer counts in the Score of the probes measured on it
+    rescored = [c for cat in sorted({t["category"] for t in superseded}) for c in rescore_category(cat)]
     listed = [e for e in entries if e["outcome"] in (Outcome.DROPPED, Outcome.DEPRECATED)]
     cycle.diff = {
         "quarter": cycle.quarter,
@@ -334,7 +342,8 @@ def _cycle_results_apply(cycle: ReevaluationCycle) -> None:
             if e["stability_quarters"] >= STABILITY_MIN_QUARTERS
         ],
         "leakage_opened": [e["probe"] for e in entries if e.get("leakage_record")],
-        "superseded_tasks": superseded,
+        "superseded_tasks": [{"task": t["task"], "superseded_by": t["superseded_by"]} for t in superseded],
+        "rescored": rescored,
     }
 
 
@@ -425,7 +434,9 @@ def _supersessions_apply(cycle: ReevaluationCycle) -> list[dict[str, str]]:
         if old.slug in cycle.holdouts and old.superseded_by_id in cycle.holdouts:
             old.status = Task.Status.SUPERSEDED
             old.save(update_fields=["status"])
-            done.append({"task": old.slug, "superseded_by": old.superseded_by_id})
+            done.append(
+                {"task": old.slug, "superseded_by": old.superseded_by_id, "category": old.category_id}
+            )
     return done
 
 
@@ -533,7 +544,7 @@ def reference_update_advance(*, update_id: int) -> ReferenceUpdate:
             if not before:
                 continue
             latest_spec = max(before, key=lambda v: tuple(int(x) for x in v[1:].split(".")))
-            runs = list(Run.objects.filter(probe_version=version, cycle=None))
+            runs = version_runs_current(version)
             computed = measurements_compute(
                 version=version,
                 runs=runs,

@@ -493,10 +493,12 @@ def evaluation_runs_reconcile(*, now=None, dispatch: Callable[[int], None] | Non
         dispatch(run_id)
     for sub in Submission.objects.filter(status__in=[Submission.Status.QUEUED, Submission.Status.RUNNING]):
         report["advanced"] += bool(submission_advance(submission=sub))
+    from leaderboard.coverage import coverage_reconcile
     from leaderboard.reevaluation import cycles_reconcile, reference_updates_reconcile
 
     report["cycles_completed"] = cycles_reconcile()
     report["reference_updates_completed"] = reference_updates_reconcile()
+    report["rescored"] = coverage_reconcile()
     return report
 
 
@@ -519,6 +521,13 @@ def submission_advance_for_run(run: EvaluationRun) -> None:
         from leaderboard.reevaluation import cycle_advance
 
         cycle_advance(cycle_id=run.cycle_id)
+    else:
+        from leaderboard.coverage import coverage_advance_for_run
+
+        try:
+            coverage_advance_for_run(run)
+        except Exception:  # the run itself is done; the reconciler retries the rescore
+            log.exception("rescoring after run %s failed", run.pk)
     if run.kind == Run.Kind.REFERENCE:
         # recomputing the dependents needs no model: bookkeeping, on the default queue
         from leaderboard.models import ReferenceUpdate

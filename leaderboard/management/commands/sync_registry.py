@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluator.errors import RegistryError
+from leaderboard.coverage import coverage_missing
 from leaderboard.registry_sync import registry_sync
 
 
@@ -21,4 +22,14 @@ class Command(BaseCommand):
             self.stdout.write(f"updated {line}")
         for line in report.notes:
             self.stdout.write(self.style.WARNING(f"note: {line}"))
+        missing = coverage_missing()
+        if missing:
+            tasks = sorted({t.slug for ts in missing.values() for t in ts})
+            self.stdout.write(
+                self.style.WARNING(
+                    f"note: {len(missing)} scored probe(s) are not measured on active task(s)"
+                    f" {', '.join(tasks)}: `python manage.py backfill_tasks` scores them there"
+                    " (the next quarterly cycle does it too)"
+                )
+            )
         self.stdout.write(self.style.SUCCESS(f"registry in sync: {report.changed} change(s)"))

@@ -1,0 +1,244 @@
+"""Keep every scored probe measured on the active tasks of its category.
+
+A probe is scored on the tasks that were active when it was submitted. When the registry changes
+under it, its Score has to follow:
+
+- a task is added to the category (a refreshed task running side by side with the one it
+  supersedes, SPEC.md §6, or simply a new task): :func:`coverage_start` plans the missing score
+  runs (test, train, distshift) for the latest scored version of every active probe, and the
+  eval-awareness reference probe's runs on the new task's test split. The maintainer starts it
+  with ``python manage.py backfill_tasks``; every quarterly cycle starts it too.
+- a task is superseded: its runs stay stored, but the Score no longer averages over it.
+
+:func:`version_rescore` recomputes a version's Score from its stored per-example scores (no model)
+once every run it waits on has finished, and only when the set of tasks it is measured on has
+changed. It is called when a backfill run finishes, when a cycle supersedes a task, and by the
+reconciler (a lost message).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+
+from evaluator import CODE_VERSION
+from evaluator.errors import EvaluatorError
+from leaderboard.models import EvaluationRun, ProbeVersion, Score, Task, TaskSplit
+from leaderboard.scoring import EA_ROLE, measurements_compute, reference_runs_for, scores_write
+
+log = logging.getLogger(__name__)
+Run = EvaluationRun
+TERMINAL = (Run.Status.SUCCEEDED, Run.Status.FAILED)
+SCORE_SPLITS = ("test", "train", "distshift")
+
+
+def active_task_ids(category_id: str) -> set[str]:
+    return set(
+        Task.objects.filter(category_id=category_id, status=Task.Status.ACTIVE).values_list("slug", flat=True)
+    )
+
+
+def version_runs_current(version: ProbeVersion) -> list[EvaluationRun]:
+    """The runs a version's Score is computed from: its runs outside any cycle, with the score runs
+    limited to the category's active tasks on which the test run succeeded (a task whose test run
+    failed is left out rather than failing the whole Score)."""
+    active = active_task_ids(version.probe.category_id)
+    runs = list(Run.objects.filter(probe_version=version, cycle=None))
+    measured = {
+        r.task_id
+        for r in runs
+        if r.kind == Run.Kind.SCORE and r.split == "test" and r.status == Run.Status.SUCCEEDED
+    }
+    return [r for r in runs if r.kind != Run.Kind.SCORE or (r.task_id in active and r.task_id in measured)]
+
+
+def coverage_missing() -> dict[ProbeVersion, list[Task]]:
+    """Latest scored version of each active probe that our workers scored → the active tasks of
+    its category it has no test score run on."""
+    from leaderboard.reevaluation import scored_versions
+
+    by_category: dict[str, list[Task]] = {}
+    for task in Task.objects.filter(status=Task.Status.ACTIVE).order_by("slug"):
+        by_category.setdefault(task.category_id, []).append(task)
+    versions = scored_versions()
+    covered: dict[int, set[str]] = {}
+    for version_id, task_id in Run.objects.filter(
+        probe_version__in=versions, kind=Run.Kind.SCORE, split="test", cycle=None
+    ).values_list("probe_version_id", "task_id"):
+        covered.setdefault(version_id, set()).add(task_id)
+    missing = {}
+    for version in versions:
+        if version.pk not in covered:
+            continue  # never scored by our workers (nothing to extend)
+        tasks = [
+            t
+            for t in by_category.get(version.probe.category_id, [])
+            if t.slug not in covered.get(version.pk, set())
+        ]
+        if tasks:
+            missing[version] = tasks
+    return missing
+
+
+def coverage_start(*, dispatch: bool = True) -> list[EvaluationRun]:
+    """Plan (and dispatch once committed) the score runs that bring every active probe onto every
+    active task of its category. Idempotent: returns the runs it created."""
+    from leaderboard.services import ea_reference_version, evaluation_runs_dispatch_on_commit
+
+    created: list[EvaluationRun] = []
+    with transaction.atomic():
+        for version, tasks in coverage_missing().items():
+            splits = {
+                (s.task_id, s.name) for s in TaskSplit.objects.filter(task__in=tasks, name__in=SCORE_SPLITS)
+            }
+            probe = version.probe
+            planned = [
+                (version, Run.Kind.SCORE, t, name)
+                for t in tasks
+                for name in SCORE_SPLITS
+                if (t.slug, name) in splits
+            ]
+            ref = ea_reference_version(base_model=probe.base_model) if probe.category_id != EA_ROLE else None
+            if ref is not None:
+                planned += [(ref, Run.Kind.REFERENCE, t, "test") for t in tasks]
+            for owner, kind, task, split in planned:
+                run, made = Run.objects.get_or_create(
+                    probe_version=owner,
+                    kind=kind,
+                    task=task,
+                    split=split,
+                    base_model=probe.base_model,
+                    cycle=None,
+                    defaults={"submission": None, "code_version": CODE_VERSION},
+                )
+                if made:
+                    created.append(run)
+            log.info("backfill: %s v%d on %s", probe.slug, version.number, ", ".join(t.slug for t in tasks))
+        if dispatch:
+            evaluation_runs_dispatch_on_commit(created)
+    return created
+
+
+def _latest_score(version: ProbeVersion) -> Score | None:
+    scores = list(Score.objects.filter(probe_version=version).select_related("spec"))
+    if not scores:
+        return None
+    return max(scores, key=lambda s: tuple(int(x) for x in s.spec_id.lstrip("v").split(".")))
+
+
+def version_rescore(*, version: ProbeVersion) -> dict[str, Any] | None:
+    """Recompute ``version``'s Score on the active tasks it has been measured on, if that set
+    differs from the one its Score averages over and no run it needs is still going. Returns what
+    changed (for the public record), or None."""
+    from evaluator.evaluate import declared_gaps
+    from leaderboard.services import leakage_rules_on_scoring
+
+    before = _latest_score(version)
+    if before is None:
+        return None
+    active = active_task_ids(version.probe.category_id)
+    pending = Run.objects.filter(
+        probe_version=version, cycle=None, kind=Run.Kind.SCORE, task_id__in=active
+    ).exclude(status__in=TERMINAL)
+    if pending.exists():
+        return None
+    references = reference_runs_for(version)  # successful ones only
+    if version.probe.category_id != EA_ROLE:
+        from leaderboard.services import ea_reference_version
+
+        ref = ea_reference_version(base_model=version.probe.base_model)
+        if ref is not None and (
+            Run.objects.filter(probe_version=ref, kind=Run.Kind.REFERENCE, cycle=None, task_id__in=active)
+            .exclude(status__in=TERMINAL)
+            .exists()
+        ):
+            return None
+    runs = version_runs_current(version)
+    tasks_after = sorted({r.task_id for r in runs if r.kind == Run.Kind.SCORE})
+    tasks_before = sorted(before.per_task)
+    if not tasks_after or tasks_after == tasks_before:
+        return None
+    try:
+        with transaction.atomic():
+            computed = measurements_compute(
+                version=version, runs=runs, reference_runs=references, imputation=before.spec.imputation
+            )
+            after = {s.spec_id: s for s in scores_write(version=version, computed=computed)}[before.spec_id]
+            aggregate = computed["aggregate"]
+            gaps = declared_gaps(version.declared_metrics, aggregate)
+            version.declared_gaps = {k: v for k, v in gaps.items() if v["flagged"]}
+            version.reference_auroc = aggregate["auroc"]
+            version.save(update_fields=["declared_gaps", "reference_auroc"])
+    except EvaluatorError as exc:
+        log.warning("rescoring %s v%d failed: %s", version.probe.slug, version.number, exc)
+        return None
+    leakage_rules_on_scoring(version=version)
+    change = {
+        "probe": version.probe.slug,
+        "version": version.number,
+        "tasks_before": tasks_before,
+        "tasks_after": tasks_after,
+        "auroc_before": before.measurements.get("auroc"),
+        "auroc_after": after.measurements.get("auroc"),
+        "total_before": before.total,
+        "total_after": after.total,
+    }
+    log.info("rescored %s", change)
+    return change
+
+
+def rescore_category(category_id: str) -> list[dict[str, Any]]:
+    """Rescore the latest scored version of every probe in a category (after a supersession)."""
+    from leaderboard.reevaluation import scored_versions_all
+
+    changes = []
+    for version in scored_versions_all():
+        if version.probe.category_id == category_id:
+            change = version_rescore(version=version)
+            if change:
+                changes.append(change)
+    return changes
+
+
+def backfilled_versions(
+    *, base_model_id: str | None = None, task_id: str | None = None
+) -> list[ProbeVersion]:
+    """Versions with backfill score runs (no submission, no cycle), optionally on one model/task."""
+    runs = Run.objects.filter(kind=Run.Kind.SCORE, cycle=None, submission=None)
+    if base_model_id:
+        runs = runs.filter(base_model_id=base_model_id)
+    if task_id:
+        runs = runs.filter(task_id=task_id)
+    ids = set(runs.values_list("probe_version_id", flat=True))
+    return list(ProbeVersion.objects.filter(pk__in=ids).select_related("probe"))
+
+
+def coverage_advance_for_run(run: EvaluationRun) -> None:
+    """A run finished: rescore the version(s) whose backfill it completes."""
+    if run.cycle_id is not None:
+        return
+    if run.kind == Run.Kind.SCORE and run.submission_id is None:
+        version_rescore(version=run.probe_version)
+    elif run.kind == Run.Kind.REFERENCE:
+        for version in backfilled_versions(base_model_id=run.base_model_id, task_id=run.task_id):
+            version_rescore(version=version)
+
+
+def coverage_reconcile() -> int:
+    """Rescore backfilled versions whose last run finished after their Score was computed (the
+    message that should have done it was lost). Returns how many changed."""
+    changed = 0
+    for version in backfilled_versions():
+        score = _latest_score(version)
+        last = (
+            Run.objects.filter(probe_version=version, kind=Run.Kind.SCORE, cycle=None, submission=None)
+            .order_by("-finished_at")
+            .values_list("finished_at", flat=True)
+            .first()
+        )
+        if score is None or last is None or (score.computed_at and score.computed_at >= last):
+            continue
+        changed += version_rescore(version=version) is not None
+    return changed
