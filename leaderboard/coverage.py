@@ -231,14 +231,15 @@ def coverage_reconcile() -> int:
     message that should have done it was lost). Returns how many changed."""
     changed = 0
     for version in backfilled_versions():
-        score = _latest_score(version)
+        computed = Score.objects.filter(probe_version=version).values_list("computed_at", flat=True)
+        newest_score = max((c for c in computed if c is not None), default=None)
         last = (
             Run.objects.filter(probe_version=version, kind=Run.Kind.SCORE, cycle=None, submission=None)
             .order_by("-finished_at")
             .values_list("finished_at", flat=True)
             .first()
         )
-        if score is None or last is None or (score.computed_at and score.computed_at >= last):
+        if last is None or (newest_score is not None and newest_score >= last):
             continue
         changed += version_rescore(version=version) is not None
     return changed

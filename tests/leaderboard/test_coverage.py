@@ -8,6 +8,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
 from leaderboard import models as m
 from leaderboard.coverage import coverage_advance_for_run, coverage_missing, coverage_start, version_rescore
@@ -24,6 +25,7 @@ LATENCY = {"probe_ms": 0.2, "device": "cpu", "model_forward_ms": 12.0}
 def finish(run: m.EvaluationRun, auroc: float) -> m.EvaluationRun:
     """Finish a score run as a worker would: per-example scores, and on test the latency."""
     run.status = Run.Status.SUCCEEDED
+    run.finished_at = timezone.now()
     run.example_scores = synthetic_scores(auroc)
     run.metrics = {"latency": LATENCY, "baselines": None} if run.split == "test" else {}
     run.save()
@@ -158,3 +160,14 @@ def test_a_workers_registry_follows_tasks_yaml_without_a_restart(small_registry,
     assert NEW_TASK not in registry().tasks
     add_refreshed_task(small_registry)
     assert registry().task(NEW_TASK).supersedes == TRUTH_TASK
+
+
+def test_the_reconciler_rescores_when_the_finishing_message_was_lost(truthful):
+    from leaderboard.services import evaluation_runs_reconcile
+
+    for run in coverage_start(dispatch=False):
+        finish(run, 0.7)  # the worker died before it could call coverage_advance_for_run
+    assert sorted(latest(truthful).per_task) == [TRUTH_TASK]
+    assert evaluation_runs_reconcile(dispatch=lambda run_id: None)["rescored"] == 1
+    assert sorted(latest(truthful).per_task) == [TRUTH_TASK, NEW_TASK]
+    assert evaluation_runs_reconcile(dispatch=lambda run_id: None)["rescored"] == 0
