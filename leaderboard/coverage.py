@@ -23,15 +23,13 @@ from typing import Any
 
 from django.db import transaction
 
-from evaluator import CODE_VERSION
 from evaluator.errors import EvaluatorError
-from leaderboard.models import EvaluationRun, ProbeVersion, Score, Task, TaskSplit
+from leaderboard.models import EvaluationRun, ProbeVersion, Score, Task
 from leaderboard.scoring import EA_ROLE, measurements_compute, reference_runs_for, scores_write
 
 log = logging.getLogger(__name__)
 Run = EvaluationRun
 TERMINAL = (Run.Status.SUCCEEDED, Run.Status.FAILED)
-SCORE_SPLITS = ("test", "train", "distshift")
 
 
 def active_task_ids(category_id: str) -> set[str]:
@@ -84,41 +82,19 @@ def coverage_missing() -> dict[ProbeVersion, list[Task]]:
 
 def coverage_start(*, dispatch: bool = True) -> list[EvaluationRun]:
     """Plan (and dispatch once committed) the score runs that bring every active probe onto every
-    active task of its category. Idempotent: returns the runs it created."""
-    from leaderboard.services import ea_reference_version, evaluation_runs_dispatch_on_commit
+    active task of its category. Idempotent: returns the runs to dispatch."""
+    from leaderboard.services import evaluation_runs_dispatch_on_commit, score_runs_plan
 
-    created: list[EvaluationRun] = []
+    planned: list[EvaluationRun] = []
     with transaction.atomic():
         for version, tasks in coverage_missing().items():
-            splits = {
-                (s.task_id, s.name) for s in TaskSplit.objects.filter(task__in=tasks, name__in=SCORE_SPLITS)
-            }
-            probe = version.probe
-            planned = [
-                (version, Run.Kind.SCORE, t, name)
-                for t in tasks
-                for name in SCORE_SPLITS
-                if (t.slug, name) in splits
-            ]
-            ref = ea_reference_version(base_model=probe.base_model) if probe.category_id != EA_ROLE else None
-            if ref is not None:
-                planned += [(ref, Run.Kind.REFERENCE, t, "test") for t in tasks]
-            for owner, kind, task, split in planned:
-                run, made = Run.objects.get_or_create(
-                    probe_version=owner,
-                    kind=kind,
-                    task=task,
-                    split=split,
-                    base_model=probe.base_model,
-                    cycle=None,
-                    defaults={"submission": None, "code_version": CODE_VERSION},
-                )
-                if made:
-                    created.append(run)
-            log.info("backfill: %s v%d on %s", probe.slug, version.number, ", ".join(t.slug for t in tasks))
+            planned += score_runs_plan(version=version, tasks=tasks, submission=None)
+            log.info(
+                "backfill: %s v%d on %s", version.probe.slug, version.number, ", ".join(t.slug for t in tasks)
+            )
         if dispatch:
-            evaluation_runs_dispatch_on_commit(created)
-    return created
+            evaluation_runs_dispatch_on_commit(planned)
+    return planned
 
 
 def _latest_score(version: ProbeVersion) -> Score | None:

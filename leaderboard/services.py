@@ -38,6 +38,7 @@ from leaderboard.models import (
     ProbeVersion,
     Submission,
     Task,
+    TaskSplit,
 )
 from leaderboard.validation import CleanMetadata, metadata_validate, parse_json_field
 
@@ -47,6 +48,8 @@ Run = EvaluationRun
 TERMINAL = (Run.Status.SUCCEEDED, Run.Status.FAILED)
 MAX_ATTEMPTS = 3
 EA_ROLE = "eval_awareness"
+#: the splits a probe is scored on, where the task has them
+SCORE_SPLITS = ("test", "train", "distshift")
 
 
 # --------------------------------------------------------------------------- submissions
@@ -229,47 +232,75 @@ def enabled_models():
 def evaluation_runs_plan(*, version: ProbeVersion, submission: Submission) -> list[EvaluationRun]:
     """Create every run a submission waits on; return the ones that need dispatching.
 
-    - score: the artifact on each active task of its category: test, train (the 1%-FPR threshold
-      is fixed on train negatives) and distshift where the task has one;
-    - reference: the eval-awareness reference probe on each task's test split (shared by every
-      probe on that base model, so it is created once and reused);
+    - score and reference runs on each active task of its category (:func:`score_runs_plan`);
     - reproduce / transfer: with a recipe, the recipe re-run on the source model and re-fit on
       every other enabled base model.
     """
     probe = version.probe
-    tasks = list(
-        Task.objects.filter(category=probe.category, status=Task.Status.ACTIVE).prefetch_related("splits")
-    )
-    new: list[EvaluationRun] = []
-
-    def add(**kw) -> None:
-        run, created = EvaluationRun.objects.get_or_create(
-            probe_version=kw.pop("probe_version", version),
-            kind=kw.pop("kind"),
-            task=kw.pop("task"),
-            split=kw.pop("split"),
-            base_model=kw.pop("base_model", probe.base_model),
-            cycle=None,
-            defaults={"submission": kw.pop("submission", submission), "code_version": CODE_VERSION},
+    tasks = list(Task.objects.filter(category=probe.category, status=Task.Status.ACTIVE))
+    new = score_runs_plan(version=version, tasks=tasks, submission=submission)
+    if version.recipe:
+        recipe_task = Task.objects.get(slug=version.recipe["task"])
+        new += _runs_get_or_create(
+            [
+                (version, Run.Kind.REPRODUCE, recipe_task, "train", probe.base_model_id),
+                *(
+                    (version, Run.Kind.TRANSFER, recipe_task, "test", target.slug)
+                    for target in enabled_models().exclude(slug=probe.base_model_id)
+                ),
+            ],
+            submission=submission,
         )
-        if created or run.status == Run.Status.QUEUED:
-            new.append(run)
+    return new
 
-    for task in tasks:
-        split_names = {s.name for s in task.splits.all()}
-        for split in ("test", "train", "distshift"):
-            if split in split_names:
-                add(kind=Run.Kind.SCORE, task=task, split=split)
+
+def score_runs_plan(
+    *, version: ProbeVersion, tasks: list[Task], submission: Submission | None
+) -> list[EvaluationRun]:
+    """Create the runs that measure ``version`` on ``tasks``; return the ones that need dispatching.
+
+    - score: the artifact on each task: test, train (the 1%-FPR threshold is fixed on train
+      negatives) and distshift where the task has one;
+    - reference: the eval-awareness reference probe on each task's test split (shared by every
+      probe on that base model, so it is created once and reused; never tied to a submission).
+    """
+    probe = version.probe
+    splits = set(
+        TaskSplit.objects.filter(task__in=tasks, name__in=SCORE_SPLITS).values_list("task_id", "name")
+    )
+    planned = [
+        (version, Run.Kind.SCORE, task, split, probe.base_model_id)
+        for task in tasks
+        for split in SCORE_SPLITS
+        if (task.slug, split) in splits
+    ]
+    new = _runs_get_or_create(planned, submission=submission)
     if probe.category_id != EA_ROLE:
         ref = ea_reference_version(base_model=probe.base_model)
         if ref is not None:
-            for task in tasks:
-                add(probe_version=ref, kind=Run.Kind.REFERENCE, task=task, split="test", submission=None)
-    if version.recipe:
-        recipe_task = Task.objects.get(slug=version.recipe["task"])
-        add(kind=Run.Kind.REPRODUCE, task=recipe_task, split="train")
-        for target in enabled_models().exclude(slug=probe.base_model_id):
-            add(kind=Run.Kind.TRANSFER, task=recipe_task, split="test", base_model=target)
+            new += _runs_get_or_create(
+                [(ref, Run.Kind.REFERENCE, task, "test", probe.base_model_id) for task in tasks],
+                submission=None,
+            )
+    return new
+
+
+def _runs_get_or_create(planned, *, submission: Submission | None) -> list[EvaluationRun]:
+    """(version, kind, task, split, base model) → the run outside any cycle, created if missing;
+    returns those to dispatch (created, or still queued)."""
+    new = []
+    for version, kind, task, split, base_model_id in planned:
+        run, created = EvaluationRun.objects.get_or_create(
+            probe_version=version,
+            kind=kind,
+            task=task,
+            split=split,
+            base_model_id=base_model_id,
+            cycle=None,
+            defaults={"submission": submission, "code_version": CODE_VERSION},
+        )
+        if created or run.status == Run.Status.QUEUED:
+            new.append(run)
     return new
 
 
