@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from django.db import connections
 
 from leaderboard.models import Score, Submission
 from tests.browser.test_board_browser import CHROMIUM, CHROMIUM_ARGS
@@ -33,6 +34,9 @@ def browser_page(monkeypatch):
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         context = browser.new_context(viewport={"width": 1300, "height": 1000})
         yield context.new_page()
+        # the ORM reads made while Playwright's loop ran used connections of that context: close
+        # them here, or the test database cannot be dropped at the end of the session
+        connections.close_all()
         context.close()
         browser.close()
 
