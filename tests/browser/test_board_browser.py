@@ -3,30 +3,20 @@
 Screenshots are kept under test-artifacts/ (git-ignored) as evidence of what the pages look like.
 """
 
-import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.browser.conftest import needs_chromium
 from tests.leaderboard.board_data import MODEL_B, ensure_models, ensure_tasks, public_probe
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not shutil.which(CHROMIUM), reason="needs Debian's chromium (make browser)"),
+    needs_chromium,
 ]
 
 
@@ -51,14 +41,8 @@ def board(registry):
 
 
 @pytest.fixture
-def page():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1400, "height": 900})
-        yield context.new_page()
-        context.close()
-        browser.close()
+def page(new_page):
+    return new_page(viewport={"width": 1400, "height": 900})
 
 
 def names_in_order(page) -> list[str]:
@@ -94,16 +78,10 @@ def test_load_sort_and_open_a_probe(live_server, board, page):
     assert (ARTIFACTS / "probe.png").stat().st_size > 10_000
 
 
-def test_the_board_works_without_javascript(live_server, board):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(java_script_enabled=False)
-        page = context.new_page()
-        page.goto(f"{live_server.url}/category/hallucination/")
-        page.select_option("#f-model", MODEL_B)
-        page.get_by_role("button", name="Apply").click()
-        page.wait_for_url(f"**model={MODEL_B}**")
-        assert names_in_order(page) == ["Fast Probe"]
-        context.close()
-        browser.close()
+def test_the_board_works_without_javascript(live_server, board, new_page):
+    page = new_page(java_script_enabled=False)
+    page.goto(f"{live_server.url}/category/hallucination/")
+    page.select_option("#f-model", MODEL_B)
+    page.get_by_role("button", name="Apply").click()
+    page.wait_for_url(f"**model={MODEL_B}**")
+    assert names_in_order(page) == ["Fast Probe"]

@@ -3,14 +3,12 @@ submission page follows it live until a real worker process has scored it. A bad
 back with its message next to the field."""
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-from django.db import connections
 
 from leaderboard.models import Score, Submission
-from tests.browser.test_board_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.browser.conftest import needs_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -20,25 +18,13 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.model,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not shutil.which(CHROMIUM), reason="needs Debian's chromium (make browser)"),
+    needs_chromium,
 ]
 
 
 @pytest.fixture
-def browser_page(monkeypatch):
-    # Playwright's sync API runs an event loop in this thread; the test's own ORM reads are
-    # plain synchronous code, so Django's async-context guard does not apply to them.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1300, "height": 1000})
-        yield context.new_page()
-        # the ORM reads made while Playwright's loop ran used connections of that context: close
-        # them here, or the test database cannot be dropped at the end of the session
-        connections.close_all()
-        context.close()
-        browser.close()
+def browser_page(new_page):
+    return new_page(viewport={"width": 1300, "height": 1000})
 
 
 def log_in(page, base: str, username: str) -> None:
