@@ -22,14 +22,27 @@ import logging
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 
 from evaluator.errors import EvaluatorError
 from leaderboard.models import EvaluationRun, ProbeVersion, Score, Task
-from leaderboard.scoring import EA_ROLE, measurements_compute, reference_runs_for, scores_write
+from leaderboard.scoring import (
+    EA_ROLE,
+    measurements_compute,
+    reference_runs_for,
+    scores_write,
+    spec_version_key,
+)
+from leaderboard.services import (
+    TERMINAL,
+    ea_reference_version,
+    evaluation_runs_dispatch_on_commit,
+    leakage_rules_on_scoring,
+    score_runs_plan,
+)
 
 log = logging.getLogger(__name__)
 Run = EvaluationRun
-TERMINAL = (Run.Status.SUCCEEDED, Run.Status.FAILED)
 
 
 def active_task_ids(category_id: str) -> set[str]:
@@ -38,11 +51,12 @@ def active_task_ids(category_id: str) -> set[str]:
     )
 
 
-def version_runs_current(version: ProbeVersion) -> list[EvaluationRun]:
+def version_runs_current(version: ProbeVersion, *, active: set[str] | None = None) -> list[EvaluationRun]:
     """The runs a version's Score is computed from: its runs outside any cycle, with the score runs
-    limited to the category's active tasks on which the test run succeeded (a task whose test run
-    failed is left out rather than failing the whole Score)."""
-    active = active_task_ids(version.probe.category_id)
+    limited to the category's active tasks (``active``, read when not given) on which the test run
+    succeeded (a task whose test run failed is left out rather than failing the whole Score)."""
+    if active is None:
+        active = active_task_ids(version.probe.category_id)
     runs = list(Run.objects.filter(probe_version=version, cycle=None))
     measured = {
         r.task_id
@@ -83,8 +97,6 @@ def coverage_missing() -> dict[ProbeVersion, list[Task]]:
 def coverage_start(*, dispatch: bool = True) -> list[EvaluationRun]:
     """Plan (and dispatch once committed) the score runs that bring every active probe onto every
     active task of its category. Idempotent: returns the runs to dispatch."""
-    from leaderboard.services import evaluation_runs_dispatch_on_commit, score_runs_plan
-
     planned: list[EvaluationRun] = []
     with transaction.atomic():
         for version, tasks in coverage_missing().items():
@@ -101,7 +113,7 @@ def _latest_score(version: ProbeVersion) -> Score | None:
     scores = list(Score.objects.filter(probe_version=version).select_related("spec"))
     if not scores:
         return None
-    return max(scores, key=lambda s: tuple(int(x) for x in s.spec_id.lstrip("v").split(".")))
+    return max(scores, key=lambda s: spec_version_key(s.spec_id))
 
 
 def version_rescore(*, version: ProbeVersion) -> dict[str, Any] | None:
@@ -109,29 +121,24 @@ def version_rescore(*, version: ProbeVersion) -> dict[str, Any] | None:
     differs from the one its Score averages over and no run it needs is still going. Returns what
     changed (for the public record), or None."""
     from evaluator.evaluate import declared_gaps
-    from leaderboard.services import leakage_rules_on_scoring
 
     before = _latest_score(version)
     if before is None:
         return None
     active = active_task_ids(version.probe.category_id)
-    pending = Run.objects.filter(
-        probe_version=version, cycle=None, kind=Run.Kind.SCORE, task_id__in=active
-    ).exclude(status__in=TERMINAL)
-    if pending.exists():
+    # its score runs, and the eval-awareness reference runs its auroc_ea needs, all finished
+    waiting_on = Q(probe_version=version, kind=Run.Kind.SCORE)
+    ref = (
+        ea_reference_version(base_model=version.probe.base_model)
+        if version.probe.category_id != EA_ROLE
+        else None
+    )
+    if ref is not None:
+        waiting_on |= Q(probe_version=ref, kind=Run.Kind.REFERENCE)
+    if Run.objects.filter(waiting_on, cycle=None, task_id__in=active).exclude(status__in=TERMINAL).exists():
         return None
     references = reference_runs_for(version)  # successful ones only
-    if version.probe.category_id != EA_ROLE:
-        from leaderboard.services import ea_reference_version
-
-        ref = ea_reference_version(base_model=version.probe.base_model)
-        if ref is not None and (
-            Run.objects.filter(probe_version=ref, kind=Run.Kind.REFERENCE, cycle=None, task_id__in=active)
-            .exclude(status__in=TERMINAL)
-            .exists()
-        ):
-            return None
-    runs = version_runs_current(version)
+    runs = version_runs_current(version, active=active)
     tasks_after = sorted({r.task_id for r in runs if r.kind == Run.Kind.SCORE})
     tasks_before = sorted(before.per_task)
     if not tasks_after or tasks_after == tasks_before:

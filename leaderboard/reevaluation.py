@@ -519,7 +519,7 @@ def reference_update_advance(*, update_id: int) -> ReferenceUpdate:
     """Once the new reference's runs are done: recompute every dependent's auroc_ea and Score
     from stored per-example scores (no model) and publish the diff. Idempotent."""
     from leaderboard.models import Score
-    from leaderboard.scoring import measurements_compute, scores_write
+    from leaderboard.scoring import measurements_compute, scores_write, spec_version_key
 
     update = ReferenceUpdate.objects.get(pk=update_id)
     if update.status != ReferenceUpdate.Status.RUNNING:
@@ -543,7 +543,7 @@ def reference_update_advance(*, update_id: int) -> ReferenceUpdate:
             }
             if not before:
                 continue
-            latest_spec = max(before, key=lambda v: tuple(int(x) for x in v[1:].split(".")))
+            latest_spec = max(before, key=spec_version_key)
             runs = version_runs_current(version)
             computed = measurements_compute(
                 version=version,

@@ -22,6 +22,14 @@ Run = EvaluationRun
 EA_ROLE = "eval_awareness"
 
 
+def spec_version_key(version: str) -> tuple:
+    """Order weights spec versions ("v0.0.2" after "v0.0.1"; a malformed one first)."""
+    try:
+        return (0, *(int(x) for x in version.lstrip("v").split(".")))
+    except ValueError:
+        return (-1, version)
+
+
 def _spec_data(row: WeightsSpec) -> SpecData:
     return SpecData(row.version, row.released, row.description, row.weights, row.imputation, row.sha256)
 

@@ -54,6 +54,7 @@ from leaderboard.models import (
     WeightsSpec,
 )
 from leaderboard.reevaluation import DEPRECATE_POINTS, DIFF_POINTS, LEAKAGE_POINTS, STABILITY_MIN_QUARTERS
+from leaderboard.scoring import spec_version_key
 
 SCORED = Submission.Status.SCORED
 OPEN_STATUSES = (
@@ -130,16 +131,9 @@ class BoardQueryError(ValueError):
 # --------------------------------------------------------------------------- weights specs
 
 
-def _version_key(version: str) -> tuple:
-    try:
-        return (0, *(int(x) for x in version.lstrip("v").split(".")))
-    except ValueError:
-        return (-1, version)
-
-
 def weights_spec_list() -> list[WeightsSpec]:
     """Every weights spec, oldest first (semantic version order, not string order)."""
-    return sorted(WeightsSpec.objects.all(), key=lambda s: _version_key(s.version))
+    return sorted(WeightsSpec.objects.all(), key=lambda s: spec_version_key(s.version))
 
 
 def _resolve_spec(specs: list[WeightsSpec], version: str | None, *, param: str) -> WeightsSpec:
@@ -912,7 +906,7 @@ def probe_detail(*, slug: str, spec: str | None = None, version: int | None = No
     specs = weights_spec_list()
     resolved = _resolve_spec(specs, spec, param="spec")
     scores = list(Score.objects.filter(probe_version=chosen).select_related("spec").defer("per_task"))
-    scores.sort(key=lambda s: _version_key(s.spec_id))
+    scores.sort(key=lambda s: spec_version_key(s.spec_id))
     score = Score.objects.filter(probe_version=chosen, spec=resolved).first()
     per_task = (score.per_task if score else None) or {}
     task_names = dict(Task.objects.filter(slug__in=list(per_task)).values_list("slug", "name"))
