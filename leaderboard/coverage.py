@@ -22,7 +22,7 @@ import logging
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, OuterRef, Q, Subquery
 
 from evaluator.errors import EvaluatorError
 from leaderboard.models import EvaluationRun, ProbeVersion, Score, Task
@@ -210,19 +210,22 @@ def coverage_advance_for_run(run: EvaluationRun) -> None:
 
 
 def coverage_reconcile() -> int:
-    """Rescore backfilled versions whose last run finished after their Score was computed (the
-    message that should have done it was lost). Returns how many changed."""
-    changed = 0
-    for version in backfilled_versions():
-        computed = Score.objects.filter(probe_version=version).values_list("computed_at", flat=True)
-        newest_score = max((c for c in computed if c is not None), default=None)
-        last = (
-            Run.objects.filter(probe_version=version, kind=Run.Kind.SCORE, cycle=None, submission=None)
-            .order_by("-finished_at")
-            .values_list("finished_at", flat=True)
-            .first()
-        )
-        if last is None or (newest_score is not None and newest_score >= last):
-            continue
-        changed += version_rescore(version=version) is not None
-    return changed
+    """Rescore backfilled versions whose last backfill run finished after their Score was computed
+    (the message that should have done it was lost). One query finds them. Returns how many
+    changed."""
+    backfill = Run.objects.filter(kind=Run.Kind.SCORE, cycle=None, submission=None)
+    last_run = (
+        backfill.filter(probe_version=OuterRef("pk"), finished_at__isnull=False)
+        .order_by("-finished_at")
+        .values("finished_at")[:1]
+    )
+    newest_score = (
+        Score.objects.filter(probe_version=OuterRef("pk")).order_by("-computed_at").values("computed_at")[:1]
+    )
+    stale = (
+        ProbeVersion.objects.filter(pk__in=backfill.values("probe_version_id"))
+        .annotate(last_run=Subquery(last_run), newest_score=Subquery(newest_score))
+        .filter(last_run__gt=F("newest_score"))
+        .select_related("probe")
+    )
+    return sum(version_rescore(version=version) is not None for version in stale)
