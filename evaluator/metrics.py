@@ -1,48 +1,19 @@
 """Metrics of SPEC.md §3 as small pure functions on numpy arrays.
 
-Each metric is registered by name with its direction (higher or lower is better), so tasks and
-the CLI can name them; an unknown name fails with "did you mean". Only numpy here: scikit-learn is
-used by the tests as an independent reference.
+Only numpy here: scikit-learn is used by the tests as an independent reference. Callers name
+the functions directly (``evaluator.measure`` for the board, ``summarize`` for the CLI).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import numpy as np
 
-from evaluator.errors import MetricInputError, UnknownNameError
+from evaluator.errors import MetricInputError
 
 BOOTSTRAP_SEED = 20260401  # fixed: every interval on the board is reproducible
 BOOTSTRAP_RESAMPLES = 1000
 EA_QUANTILES = (0.2, 0.4, 0.6, 0.8)  # 5 bins of the reference probe's score (SPEC.md §3)
 ECE_BINS = 10
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    fn: Callable[..., float]
-    higher_is_better: bool
-    description: str
-
-
-METRICS: dict[str, Metric] = {}
-
-
-def register(name: str, *, higher_is_better: bool, description: str):
-    def wrap(fn):
-        METRICS[name] = Metric(name, fn, higher_is_better, description)
-        return fn
-
-    return wrap
-
-
-def get_metric(name: str) -> Metric:
-    if name not in METRICS:
-        raise UnknownNameError("metric", name, sorted(METRICS))
-    return METRICS[name]
 
 
 # --------------------------------------------------------------------------- input checks
@@ -94,7 +65,6 @@ def _auroc_unchecked(s: np.ndarray, y: np.ndarray) -> float:
     return float((ranks[y == 1].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
-@register("auroc", higher_is_better=True, description="threshold-free AUROC, ties count 1/2")
 def auroc(scores, labels) -> float:
     s, y = _as_arrays(scores, labels)
     _two_classes(y)
@@ -150,11 +120,6 @@ def auroc_mean_ci(
     return float(lo), float(hi)
 
 
-@register(
-    "auroc_ea",
-    higher_is_better=True,
-    description="AUROC counting only pairs in the same quintile of the eval-awareness reference score",
-)
 def auroc_ea(scores, labels, ref_scores) -> float:
     """Eval-awareness-corrected AUROC, exactly SPEC.md §3.
 
@@ -197,7 +162,6 @@ def _as_probs(probs, labels) -> tuple[np.ndarray, np.ndarray]:
     return p, y
 
 
-@register("ece", higher_is_better=False, description="expected calibration error, 10 equal-width bins")
 def ece(probs, labels, n_bins: int = ECE_BINS) -> float:
     """bin = min(floor(10·p), 9); ECE = Σ_b (n_b/N)·|mean label_b − mean p_b| over non-empty bins."""
     p, y = _as_probs(probs, labels)
@@ -230,7 +194,6 @@ def reliability_bins(probs, labels, n_bins: int = ECE_BINS) -> list[dict]:
     return out
 
 
-@register("brier", higher_is_better=False, description="mean squared error of the probability")
 def brier(probs, labels) -> float:
     p, y = _as_probs(probs, labels)
     return float(np.mean((p - y) ** 2))
@@ -248,7 +211,6 @@ def threshold_at_fpr(negative_scores, fpr: float = 0.01) -> float:
     return float(neg[neg.size - 1 - k])
 
 
-@register("recall_at_fpr", higher_is_better=True, description="recall at a threshold fixed on negatives")
 def recall_at_fpr(scores, labels, threshold: float) -> float:
     s, y = _as_arrays(scores, labels)
     if y.sum() == 0:

@@ -120,7 +120,7 @@ def version_rescore(*, version: ProbeVersion) -> dict[str, Any] | None:
     """Recompute ``version``'s Score on the active tasks it has been measured on, if that set
     differs from the one its Score averages over and no run it needs is still going. Returns what
     changed (for the public record), or None."""
-    from evaluator.evaluate import declared_gaps
+    from evaluator.measure import declared_gaps
 
     before = _latest_score(version)
     if before is None:

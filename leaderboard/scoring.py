@@ -50,7 +50,7 @@ def measurements_compute(
     ``reference_runs``: task → the eval-awareness reference probe's run on that task's test split
     (empty when the base model has no reference probe).
     """
-    from evaluator.evaluate import ScoredExamples, aggregate_measurements, task_metrics
+    from evaluator.measure import ScoredExamples, aggregate_measurements, task_metrics
 
     by_task: dict[str, dict[str, EvaluationRun]] = defaultdict(dict)
     reproduce, transfers = None, []
@@ -192,7 +192,7 @@ def reference_runs_for(version: ProbeVersion) -> dict[str, EvaluationRun]:
 
 def submission_score(*, submission: Submission, runs: list[EvaluationRun]) -> list[Score]:
     """Score a submission whose runs are all finished (called inside a transaction)."""
-    from evaluator.evaluate import declared_gaps
+    from evaluator.measure import declared_gaps
 
     version = submission.probe_version
     spec = WeightsSpec.objects.order_by("-version").first()

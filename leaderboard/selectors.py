@@ -34,7 +34,7 @@ from django.db.models import (
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.utils import timezone
 
-from evaluator.evaluate import DECLARED_GAP
+from evaluator.measure import DECLARED_GAP
 from evaluator.metrics import ECE_BINS
 from evaluator.registry import COMPONENTS, MAX_COMPONENT_WEIGHT
 from evaluator.scoring import ECE_RANGE, LATENCY_RANGE_MS, RHO_RANGE, ranking_key

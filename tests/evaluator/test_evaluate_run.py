@@ -13,7 +13,8 @@ import pytest
 
 from evaluator import CODE_VERSION, metrics
 from evaluator.errors import EvaluatorError, SplitHashMismatch
-from evaluator.evaluate import ScoredExamples, evaluate_probe, execute_run, reproduction_check, task_metrics
+from evaluator.evaluate import evaluate_probe, execute_run, reproduction_check
+from evaluator.measure import ScoredExamples, task_metrics
 from evaluator.registry import load_registry
 from tests.evaluator.conftest import MINILM, PROJECT_ROOT, SMOLLM, TASK, build_registry, fresh_cache
 
@@ -381,7 +382,7 @@ def test_the_cli_reports_a_bad_artifact_as_an_error(tiny_root, tmp_path):
 
 def test_importing_the_evaluator_loads_neither_django_nor_torch():
     code = (
-        "import sys, evaluator, evaluator.evaluate, evaluator.probes, evaluator.recipes, evaluator.activations,"
+        "import sys, evaluator, evaluator.evaluate, evaluator.measure, evaluator.probes, evaluator.recipes, evaluator.activations,"
         " evaluator.models, evaluator.transfer, evaluator.latency, evaluator.train_cli, evaluator.cli;"
         " heavy = [m for m in ('django', 'torch', 'transformers', 'sklearn') if m in sys.modules];"
         " print(','.join(heavy))"
