@@ -71,7 +71,12 @@ def _metrics_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _read_scores_csv(path: Path) -> dict[str, list[float]]:
+def _read_scores_csv(
+    path: Path,
+    *,
+    required: tuple[str, ...] = ("score", "label"),
+    optional: tuple[str, ...] = ("ref_score", "prob"),
+) -> dict[str, list[float]]:
     try:
         fh = path.open(newline="")
     except FileNotFoundError:
@@ -79,13 +84,13 @@ def _read_scores_csv(path: Path) -> dict[str, list[float]]:
     with fh:
         reader = csv.DictReader(fh)
         header = [h.strip() for h in (reader.fieldnames or [])]
-        missing = [c for c in ("score", "label") if c not in header]
+        missing = [c for c in required if c not in header]
         if missing:
+            also = f" and optionally {', '.join(optional)}" if optional else ""
             raise EvaluatorError(
-                f"{path}: missing column(s) {', '.join(missing)}; expected score,label"
-                " and optionally ref_score, prob"
+                f"{path}: missing column(s) {', '.join(missing)}; expected {','.join(required)}{also}"
             )
-        cols: dict[str, list[float]] = {c: [] for c in ("score", "label", "ref_score", "prob") if c in header}
+        cols: dict[str, list[float]] = {c: [] for c in (*required, *optional) if c in header}
         for line_no, row in enumerate(reader, start=2):
             row = {(k or "").strip(): v for k, v in row.items()}
             for col in cols:
@@ -101,7 +106,7 @@ def _read_scores_csv(path: Path) -> dict[str, list[float]]:
                 if col == "label" and value not in (0.0, 1.0):
                     raise EvaluatorError(f"{path}: line {line_no}: label must be 0 or 1, got {raw!r}")
                 cols[col].append(value)
-    if not cols["score"]:
+    if not cols[required[0]]:
         raise EvaluatorError(f"{path}: no rows")
     return cols
 
@@ -113,6 +118,36 @@ def run_metrics(args: argparse.Namespace) -> dict:
     cols = _read_scores_csv(args.scores)
     labels = [int(v) for v in cols["label"]]
     return summarize(cols["score"], labels, probs=cols.get("prob"), ref_scores=cols.get("ref_score"))
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def _compare_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--scores", required=True, type=Path, help="CSV with columns label,score_a,score_b (same rows)"
+    )
+    p.add_argument("--resamples", type=int, default=None, help="bootstrap resamples (default 1000)")
+    p.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: the board's)")
+
+
+@command("compare", _compare_args)
+def run_compare(args: argparse.Namespace) -> dict:
+    """Two probes on the same rows: both AUROCs, ΔAUROC with its paired bootstrap interval and
+    DeLong's two-sided p-value (evaluator/compare.py)."""
+    from evaluator.compare import scores_compare
+    from evaluator.metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+
+    cols = _read_scores_csv(args.scores, required=("label", "score_a", "score_b"), optional=())
+    if args.resamples is not None and args.resamples < 1:
+        raise EvaluatorError("--resamples must be at least 1")
+    return scores_compare(
+        cols["score_a"],
+        cols["score_b"],
+        [int(v) for v in cols["label"]],
+        n_resamples=args.resamples or BOOTSTRAP_RESAMPLES,
+        seed=BOOTSTRAP_SEED if args.seed is None else args.seed,
+    )
 
 
 # --------------------------------------------------------------------------- text-hashes
