@@ -199,7 +199,12 @@ def run_text_hashes(args: argparse.Namespace) -> dict:
 
 def build_parser() -> argparse.ArgumentParser:
     # Importing these modules registers their commands (train, evaluate, ...), when present.
-    for module in ("evaluator.train_cli", "evaluator.builders.cli", "evaluator.reference_probes"):
+    for module in (
+        "evaluator.train_cli",
+        "evaluator.builders.cli",
+        "evaluator.reference_probes",
+        "evaluator.client",
+    ):
         try:
             __import__(module)
         except ModuleNotFoundError as exc:
@@ -224,4 +229,4 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(exc))
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")
-    return 0
+    return int(getattr(result, "exit_code", 0))  # e.g. reproduce: 1 when board and local disagree
