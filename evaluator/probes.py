@@ -1,10 +1,12 @@
 """Probe artifacts (SPEC.md §2): parse, validate, apply and save.
 
-An artifact is a safetensors file, never a pickle. It is parsed here by a small strict reader
-(8-byte little-endian header length, JSON header, raw little-endian tensor bytes) so that every
-way a file can be wrong gets its own message: a pickle or zip renamed ``.safetensors``, a
-truncated file, trailing bytes, an unknown tensor name, a wrong shape, NaN/inf, a file over the
-size limit. Nothing in an artifact is ever executed.
+An artifact is a safetensors file, never a pickle. Its header is checked here first by a small
+strict reader (8-byte little-endian header length, JSON header with depth and size limits), so
+that every way a file can be wrong gets its own message: a pickle or zip renamed
+``.safetensors``, a truncated file, trailing bytes, a dtype that is not a float name, an absurd
+rank or dimension, an unknown tensor name, a wrong shape, NaN/inf, a file over the size limit;
+then the official ``safetensors`` library reads it, so what it refuses (overlapping or gapped
+offsets) is refused too. Nothing in an artifact is ever executed.
 
 Tensors (x is one activation vector, "d_model"):
 
@@ -42,6 +44,11 @@ log = logging.getLogger(__name__)
 
 MAX_ARTIFACT_BYTES = 50 * 1024 * 1024  # SPEC.md §2: size limit of an artifact
 MAX_HEADER_BYTES = 1024 * 1024
+#: A probe holds a handful of tensors of rank ≤ 2; the bounds refuse absurd headers early.
+MAX_TENSORS = 16
+MAX_RANK = 4
+MAX_DIM = 1 << 31
+MAX_HEADER_DEPTH = 3  # {"name": {"shape": [...]}}
 ARTIFACT_NAME = "probe.safetensors"
 METADATA_NAME = "probe.json"
 
@@ -72,7 +79,13 @@ def _not_safetensors(what: str) -> ArtifactError:
 
 
 def read_safetensors(data: bytes, *, max_bytes: int = MAX_ARTIFACT_BYTES) -> dict[str, np.ndarray]:
-    """Parse safetensors bytes into {name: float64 array}, or raise ArtifactError saying why not."""
+    """Parse safetensors bytes into {name: float64 array}, or raise ArtifactError saying why not.
+
+    Two layers: our own checks first (the format's magic bytes, the header parsed as strict JSON
+    with depth and size limits, every dtype a string we accept, ranks and dimensions bounded),
+    each with its own message; then the official ``safetensors`` library deserializes the file,
+    so whatever it refuses (overlapping or gapped offsets, data past the end) is refused here too.
+    """
     size = len(data)
     if size > max_bytes:
         raise ArtifactError(f"artifact is {size:,} bytes; the size limit is {max_bytes:,} bytes")
@@ -89,47 +102,13 @@ def read_safetensors(data: bytes, *, max_bytes: int = MAX_ARTIFACT_BYTES) -> dic
         raise ArtifactError(
             f"artifact is truncated: its header alone is {header_len:,} bytes but the file has {size:,} bytes"
         )
-    if header_len > MAX_HEADER_BYTES:
-        raise ArtifactError(f"artifact header is {header_len:,} bytes; at most {MAX_HEADER_BYTES:,} accepted")
-    try:
-        header = json.loads(data[8 : 8 + header_len])
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise _not_safetensors("something else (its header is not JSON)") from None
-    if not isinstance(header, dict):
-        raise _not_safetensors("something else (its header is not a JSON object)")
-    header.pop("__metadata__", None)
+    header = _header_parse(data[8 : 8 + header_len])
     base = 8 + header_len
-    tensors: dict[str, np.ndarray] = {}
     data_end = 0
     for name, info in header.items():
-        if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
-            raise ArtifactError(f"artifact header: tensor {name!r} lacks dtype/shape/data_offsets")
-        dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-        if dtype not in _DTYPES:
-            raise ArtifactError(
-                f"tensor {name!r} has dtype {dtype}; accepted: {', '.join(_DTYPES)} (floating point)"
-            )
-        if not (isinstance(shape, list) and all(isinstance(s, int) and s >= 0 for s in shape)):
-            raise ArtifactError(f"tensor {name!r}: invalid shape {shape!r}")
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
-            raise ArtifactError(f"tensor {name!r}: invalid data_offsets {offsets!r}")
-        np_dtype, itemsize = _DTYPES[dtype]
-        begin, end = offsets
-        expected = math.prod(shape) * itemsize
-        if end - begin != expected or begin < 0:
-            raise ArtifactError(
-                f"tensor {name!r}: data_offsets {offsets} hold {end - begin} bytes, shape {shape} of"
-                f" {dtype} needs {expected}"
-            )
-        data_end = max(data_end, end)
-        if base + end > size:
-            continue  # reported below as truncation
-        raw = data[base + begin : base + end]
-        if dtype == "BF16":
-            array = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-        else:
-            array = np.frombuffer(raw, dtype=np.dtype(np_dtype).newbyteorder("<"))
-        tensors[name] = array.astype(np.float64).reshape(shape)
+        if name == "__metadata__":
+            continue
+        data_end = max(data_end, _tensor_entry_check(name, info))
     if base + data_end > size:
         raise ArtifactError(
             f"artifact is truncated: its header says the tensor data ends at byte {base + data_end:,},"
@@ -139,7 +118,79 @@ def read_safetensors(data: bytes, *, max_bytes: int = MAX_ARTIFACT_BYTES) -> dic
         raise ArtifactError(
             f"artifact has {size - base - data_end:,} unexpected trailing bytes after the tensor data"
         )
+    tensors: dict[str, np.ndarray] = {}
+    for name, entry in _safetensors_deserialize(data):
+        dtype, shape, raw = entry["dtype"], entry["shape"], entry["data"]
+        if dtype == "BF16":
+            array = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            array = np.frombuffer(raw, dtype=np.dtype(_DTYPES[dtype][0]).newbyteorder("<"))
+        tensors[name] = array.astype(np.float64).reshape(shape)
     return tensors
+
+
+def _header_parse(raw: bytes) -> dict[str, Any]:
+    """The header as a JSON object of tensor entries, within size and depth limits."""
+    from evaluator.strict_json import JsonRejected, json_loads_strict
+
+    try:
+        header = json_loads_strict(raw, max_bytes=MAX_HEADER_BYTES, max_depth=MAX_HEADER_DEPTH)
+    except JsonRejected as exc:
+        raise ArtifactError(f"artifact header is refused: {exc}") from None
+    if not isinstance(header, dict):
+        raise _not_safetensors("something else (its header is not a JSON object)")
+    metadata = header.get("__metadata__", {})
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise ArtifactError('artifact header: "__metadata__" must be an object of text values (str → str)')
+    if len(header) - ("__metadata__" in header) > MAX_TENSORS:
+        raise ArtifactError(f"artifact holds {len(header):,} tensors; a probe has at most {MAX_TENSORS}")
+    return header
+
+
+def _tensor_entry_check(name: str, info: Any) -> int:
+    """Check one header entry (dtype, shape, offsets); return where its data ends."""
+    if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
+        raise ArtifactError(f"artifact header: tensor {name!r} lacks dtype/shape/data_offsets")
+    dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+    if not isinstance(dtype, str) or dtype not in _DTYPES:
+        raise ArtifactError(
+            f"tensor {name!r} has dtype {str(dtype)[:40]!r}; accepted: {', '.join(_DTYPES)} (floating point)"
+        )
+    if not (
+        isinstance(shape, list)
+        and len(shape) <= MAX_RANK
+        and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_DIM for s in shape)
+    ):
+        raise ArtifactError(
+            f"tensor {name!r}: invalid shape {str(shape)[:80]}; accepted: a list of at most {MAX_RANK}"
+            f" dimensions, each an integer in 0..{MAX_DIM:,}"
+        )
+    if not (
+        isinstance(offsets, list)
+        and len(offsets) == 2
+        and all(isinstance(o, int) and not isinstance(o, bool) and o >= 0 for o in offsets)
+    ):
+        raise ArtifactError(f"tensor {name!r}: invalid data_offsets {str(offsets)[:80]}")
+    begin, end = offsets
+    expected = math.prod(shape) * _DTYPES[dtype][1]
+    if end - begin != expected:
+        raise ArtifactError(
+            f"tensor {name!r}: data_offsets {offsets} hold {end - begin} bytes, shape {shape} of"
+            f" {dtype} needs {expected}"
+        )
+    return end
+
+
+def _safetensors_deserialize(data: bytes) -> list[tuple[str, dict[str, Any]]]:
+    """The official library's reading of the file; what it refuses becomes an ArtifactError."""
+    import safetensors
+
+    try:
+        return safetensors.deserialize(data)
+    except BaseException as exc:  # the Rust core reports panics as a BaseException (PanicException)
+        if not isinstance(exc, safetensors.SafetensorError) and type(exc).__name__ != "PanicException":
+            raise
+        raise ArtifactError(f"artifact is refused by the safetensors library: {exc}") from None
 
 
 # --------------------------------------------------------------------------- tensor validation

@@ -20,6 +20,7 @@ Methods (X is "n d_model": φ(x) for ``single`` input, φ(x⁺) − φ(x⁻) for
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,86 @@ DEFAULT_HYPERPARAMETERS: dict[str, dict[str, Any]] = {
     "mlp": {"hidden": 32, "alpha": 1e-2, "max_iter": 300, "learning_rate_init": 1e-3, "standardize": True},
 }
 METHODS: tuple[str, ...] = tuple(DEFAULT_HYPERPARAMETERS)
+
+#: What each hyperparameter accepts: ("flag",) a boolean; ("int", low, high) and
+#: ("float", low, high) a finite number in [low, high]; ("shrinkage",) "auto", null or a float in
+#: [0, 1]. The bounds keep one run's work bounded; the submission check and the worker both call
+#: :func:`hyperparameters_validate`, so a recipe accepted at submission always runs.
+HYPERPARAMETER_RULES: dict[str, dict[str, tuple]] = {
+    "logistic_regression": {
+        "C": ("float", 1e-6, 1e6),
+        "standardize": ("flag",),
+        "max_iter": ("int", 1, 10_000),
+    },
+    "diff_of_means": {"standardize": ("flag",), "calibrate": ("flag",)},
+    "pca_unsupervised": {"standardize": ("flag",), "calibrate": ("flag",)},
+    "lda": {"shrinkage": ("shrinkage",), "standardize": ("flag",)},
+    "mlp": {
+        "hidden": ("int", 1, 512),
+        "alpha": ("float", 0.0, 100.0),
+        "max_iter": ("int", 1, 1000),
+        "learning_rate_init": ("float", 1e-6, 1.0),
+        "standardize": ("flag",),
+    },
+}
+#: A seed is a NumPy / scikit-learn random state.
+SEED_RANGE = (0, 2**32 - 1)
+
+
+def _rule_text(rule: tuple) -> str:
+    kind = rule[0]
+    if kind == "flag":
+        return "true or false"
+    if kind == "shrinkage":
+        return '"auto", null or a number in 0..1'
+    what = "an integer" if kind == "int" else "a number"
+    return f"{what} in {rule[1]:g}..{rule[2]:g}"
+
+
+def _value_ok(rule: tuple, value: Any) -> bool:
+    kind = rule[0]
+    if kind == "flag":
+        return isinstance(value, bool)
+    if kind == "shrinkage":
+        if value is None or value == "auto":
+            return True
+        rule = ("float", 0.0, 1.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if rule[0] == "int" and not isinstance(value, int):
+        return False
+    return math.isfinite(value) and rule[1] <= value <= rule[2]
+
+
+def hyperparameters_validate(method: str, hyperparameters: Any, *, seed: Any = 0) -> dict[str, Any]:
+    """Check a recipe's hyperparameters (and seed) against :data:`HYPERPARAMETER_RULES`; return
+    them unchanged, or raise ArtifactError naming the hyperparameter and what it accepts.
+
+    One validator for the submission check and the worker: a bad value is the submitter's
+    error (400 at submission, a failed run in the worker), never an infrastructure fault.
+    """
+    if method not in HYPERPARAMETER_RULES:
+        raise UnknownNameError("recipe method", str(method), list(METHODS))
+    if not isinstance(hyperparameters, dict):
+        raise ArtifactError("recipe: hyperparameters must be a JSON object")
+    rules = HYPERPARAMETER_RULES[method]
+    unknown = sorted(str(k) for k in set(hyperparameters) - set(rules))
+    if unknown:
+        raise ArtifactError(
+            f"recipe: unknown hyperparameter(s) {', '.join(unknown)} for {method};"
+            f" accepted: {', '.join(rules)}"
+        )
+    for name, value in hyperparameters.items():
+        if not _value_ok(rules[name], value):
+            raise ArtifactError(
+                f"recipe: hyperparameter {name} = {str(value)[:40]} is not accepted for {method};"
+                f" accepted: {_rule_text(rules[name])}"
+            )
+    if isinstance(seed, bool) or not isinstance(seed, int) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+        raise ArtifactError(
+            f"recipe: seed {str(seed)[:40]} is not accepted; accepted: an integer in 0..{SEED_RANGE[1]}"
+        )
+    return hyperparameters
 
 
 @dataclass(frozen=True)
@@ -119,18 +200,10 @@ class Recipe:
                 f"recipe: template {values['template']!r} must name the task template of the input"
                 f" {values['input']!r}"
             )
-        hyper = data.get("hyperparameters") or {}
-        if not isinstance(hyper, dict):
-            raise ArtifactError("recipe: hyperparameters must be a JSON object")
-        bad = sorted(set(hyper) - set(DEFAULT_HYPERPARAMETERS[method]))
-        if bad:
-            raise ArtifactError(
-                f"recipe: unknown hyperparameter(s) {', '.join(bad)} for {method};"
-                f" accepted: {', '.join(DEFAULT_HYPERPARAMETERS[method])}"
-            )
+        hyper = data.get("hyperparameters")
+        hyper = {} if hyper is None else hyper
         seed = data.get("seed", 0)
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise ArtifactError(f"recipe: seed must be an integer, got {seed!r}")
+        hyperparameters_validate(method, hyper, seed=seed)
         recipe = cls(hyperparameters=dict(hyper), seed=seed, **values)
         if registry is not None:
             task = registry.task(recipe.task)
@@ -174,6 +247,7 @@ def fit_recipe(recipe: Recipe, X: np.ndarray, y: np.ndarray) -> dict[str, np.nda
         raise EvaluatorError(
             f"recipe {recipe.method}: the train split needs both classes, got {n_pos} positive"
         )
+    hyperparameters_validate(recipe.method, recipe.hyperparameters, seed=recipe.seed)
     params = recipe.params
     tensors: dict[str, np.ndarray] = {}
     Z = X

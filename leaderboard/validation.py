@@ -6,22 +6,26 @@ artifact bytes themselves are validated by ``evaluator.probes`` against the base
 
 from __future__ import annotations
 
-import json
+import math
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator
 
+from evaluator.errors import ArtifactError, EvaluatorError
+from evaluator.recipes import METHODS, Recipe
 from evaluator.registry import SPLIT_NAMES
+from evaluator.strict_json import JsonRejected, json_loads_strict
 from leaderboard.errors import ValidationFailed
-from leaderboard.models import BaseModel, Category, License, Task
+from leaderboard.models import BaseModel, Category, License, Probe, ProbeVersion, Task
 
 POSITIONS = ("last_token", "mean")
 INPUTS = ("single", "contrast_pair")
 OUTPUTS = ("logit", "probability")
-RECIPE_METHODS = ("logistic_regression", "diff_of_means", "pca_unsupervised", "lda", "mlp")
+RECIPE_METHODS = METHODS
 KNOWN_FIELDS = {
     "name",
     "category",
@@ -42,6 +46,15 @@ KNOWN_FIELDS = {
 DECLARABLE_METRICS = ("auroc", "auroc_ea", "auroc_ds", "ece", "brier", "rho_ce", "latency_ms")
 TRAINING_DATA_FIELDS = ("tasks", "splits", "text_sha256", "external")
 MAX_TEXT_HASHES = 50_000  # ~3.3 MB of metadata
+#: The metadata (or recipe) JSON: at most this many bytes (50 000 text hashes fit) and this deep.
+MAX_JSON_BYTES = 4 * 1024 * 1024
+MAX_JSON_DEPTH = 8
+MAX_AUTHORS = 100
+MAX_AUTHOR_LENGTH = 200
+MAX_DESCRIPTION_LENGTH = 5000
+#: Characters refused in any text: C0/C1 controls (tab and newlines allowed in long texts) and
+#: the bidirectional controls that make a name display differently from what it is.
+_BIDI = "\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{1,118}[a-z0-9]$")  # a SlugField: slugify() keeps underscores
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -71,19 +84,49 @@ def _fail(field_name: str, message: str):
 
 
 def parse_json_field(value: Any, field_name: str) -> Any:
-    """A JSON form field: a dict already, or a JSON string (multipart)."""
+    """A JSON form field: a dict already, or a JSON string (multipart), parsed within size and
+    depth limits (:func:`evaluator.strict_json.json_loads_strict`: no NaN/Infinity, no NUL)."""
     if value is None or value == "":
         return None
     if isinstance(value, (dict, list)):
         return value
-    if hasattr(value, "read"):  # an uploaded probe.json file
-        value = value.read()
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", errors="replace")
+    if hasattr(value, "read"):  # an uploaded probe.json file: never more than the limit + 1 byte
+        value = value.read(MAX_JSON_BYTES + 1)
+    if not isinstance(value, (str, bytes)):
+        _fail(field_name, "must be JSON text")
     try:
-        return json.loads(value)
-    except (TypeError, json.JSONDecodeError) as exc:
-        _fail(field_name, f"not valid JSON ({exc})")
+        return json_loads_strict(value, max_bytes=MAX_JSON_BYTES, max_depth=MAX_JSON_DEPTH)
+    except JsonRejected as exc:
+        _fail(
+            field_name, f"{exc} (a JSON object of at most {MAX_JSON_BYTES // (1024 * 1024)} MB is accepted)"
+        )
+
+
+def text_clean(value: Any, field_name: str, *, max_length: int | None, multiline: bool = False) -> str:
+    """A text field as stored: NFC-normalised and stripped; refused (400 naming the field) when it
+    is not text, holds control or bidirectional-override characters, or is over ``max_length``."""
+    if not isinstance(value, str):
+        _fail(field_name, f"must be text, got {type(value).__name__}")
+    text = unicodedata.normalize("NFC", value).strip()
+    allowed = "\t\n\r" if multiline else ""
+    for ch in text:
+        if ch in _BIDI or (unicodedata.category(ch) == "Cc" and ch not in allowed):
+            _fail(
+                field_name,
+                f"contains the control character U+{ord(ch):04X}; accepted: printable text"
+                + (" (tabs and line breaks allowed)" if multiline else "")
+                + " without control or bidirectional-override characters",
+            )
+        if unicodedata.category(ch) == "Cs":
+            _fail(field_name, f"contains an unpaired surrogate U+{ord(ch):04X}; accepted: valid Unicode text")
+    if max_length is not None and len(text) > max_length:
+        _fail(field_name, f"is {len(text)} characters long; at most {max_length} are accepted")
+    return text
+
+
+def _max_length(model, field_name: str) -> int:
+    """The column's own limit, so that a value the database would refuse is a 400 here."""
+    return model._meta.get_field(field_name).max_length
 
 
 def metadata_validate(metadata: Any, *, recipe: Any = None) -> CleanMetadata:
@@ -98,9 +141,10 @@ def metadata_validate(metadata: Any, *, recipe: Any = None) -> CleanMetadata:
         if metadata.get(required) in (None, ""):
             _fail(required, "this field is required")
 
-    name = str(metadata["name"]).strip()
-    if not 3 <= len(name) <= 160:
-        _fail("name", "must be 3 to 160 characters")
+    name_max = _max_length(Probe, "name")
+    name = text_clean(metadata["name"], "name", max_length=name_max)
+    if len(name) < 3:
+        _fail("name", f"must be 3 to {name_max} characters")
 
     category = Category.objects.filter(slug=metadata["category"]).first()
     if category is None:
@@ -132,8 +176,13 @@ def metadata_validate(metadata: Any, *, recipe: Any = None) -> CleanMetadata:
         authors = [a.strip() for a in authors.split(",") if a.strip()]
     if not isinstance(authors, list) or not all(isinstance(a, str) for a in authors):
         _fail("authors", "must be a list of names")
+    if len(authors) > MAX_AUTHORS:
+        _fail("authors", f"lists {len(authors)} names; at most {MAX_AUTHORS} are accepted")
+    authors = [text_clean(a, "authors", max_length=MAX_AUTHOR_LENGTH) for a in authors]
 
-    paper_url = (metadata.get("paper_url") or "").strip()
+    paper_url = text_clean(
+        metadata.get("paper_url") or "", "paper_url", max_length=_max_length(ProbeVersion, "paper_url")
+    )
     if paper_url:
         try:
             URLValidator(schemes=["http", "https"])(paper_url)
@@ -148,12 +197,12 @@ def metadata_validate(metadata: Any, *, recipe: Any = None) -> CleanMetadata:
     for key, value in declared.items():
         if key not in DECLARABLE_METRICS:
             _fail("declared_metrics", f"unknown metric {key!r}; accepted: {', '.join(DECLARABLE_METRICS)}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            _fail("declared_metrics", f"{key} must be a number")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            _fail("declared_metrics", f"{key} must be a finite number")
 
     recipe = recipe if recipe is not None else metadata.get("recipe")
     if recipe is not None:
-        recipe = _recipe_validate(recipe, base_model=base_model)
+        recipe = _recipe_validate(recipe, base_model=base_model, metadata=metadata)
 
     probe_slug = metadata.get("probe")
     if probe_slug is not None and (not isinstance(probe_slug, str) or not _SLUG.match(probe_slug)):
@@ -170,7 +219,12 @@ def metadata_validate(metadata: Any, *, recipe: Any = None) -> CleanMetadata:
         license=license_,
         authors=authors,
         paper_url=paper_url,
-        description=str(metadata.get("description") or "")[:5000],
+        description=text_clean(
+            metadata.get("description") or "",
+            "description",
+            max_length=MAX_DESCRIPTION_LENGTH,
+            multiline=True,
+        ),
         training_data=training_data,
         declared_metrics={k: float(v) for k, v in declared.items()},
         recipe=recipe,
@@ -226,6 +280,7 @@ def _training_data_validate(training_data: Any) -> dict[str, Any]:
     external = training_data.get("external") or ""
     if not isinstance(external, str):
         _fail("training_data", "external must be a text describing the external data")
+    external = text_clean(external, "training_data", max_length=MAX_DESCRIPTION_LENGTH, multiline=True)
     return {
         "tasks": list(dict.fromkeys(tasks)),
         "splits": list(dict.fromkeys(splits)),
@@ -234,26 +289,37 @@ def _training_data_validate(training_data: Any) -> dict[str, Any]:
     }
 
 
-def _recipe_validate(recipe: Any, *, base_model: BaseModel) -> dict:
+def _recipe_validate(recipe: Any, *, base_model: BaseModel, metadata: dict[str, Any]) -> dict:
+    """The worker's own check (:meth:`evaluator.recipes.Recipe.from_dict`: fields, method,
+    hyperparameter bounds, seed, agreement with the probe), plus what only the database knows
+    (the task and its template, the layer range of the base model). A recipe accepted here runs."""
     if not isinstance(recipe, dict):
         _fail("recipe", "must be an object (see docs/ARCHITECTURE.md)")
-    method = recipe.get("method")
-    if method not in RECIPE_METHODS:
-        _fail("recipe", f"method {method!r} is not accepted; accepted: {', '.join(RECIPE_METHODS)}")
-    task = recipe.get("task")
-    if not Task.objects.filter(slug=task).exists():
-        _fail("recipe", f"task {task!r} is not a task id")
-    layer = recipe.get("layer")
-    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= base_model.n_layers:
+    probe = _RecipeProbe(
+        layer=metadata.get("layer"), position=metadata.get("position"), input=metadata.get("input")
+    )
+    try:
+        parsed = Recipe.from_dict(recipe, probe=probe)
+    except (ArtifactError, EvaluatorError) as exc:
+        message = str(exc)
+        _fail("recipe", message.removeprefix("recipe: "))
+    task = Task.objects.filter(slug=parsed.task).first()
+    if task is None:
+        _fail("recipe", f"task {parsed.task!r} is not a task id")
+    if task.templates and parsed.template not in task.templates:
+        _fail(
+            "recipe",
+            f"task {task.slug} has no {parsed.template!r} template; it has {', '.join(task.templates)}",
+        )
+    if not 0 <= parsed.layer <= base_model.n_layers:
         _fail("recipe", f"layer must be an integer in 0..{base_model.n_layers}")
-    if recipe.get("position", "last_token") not in POSITIONS:
-        _fail("recipe", f"position must be one of {', '.join(POSITIONS)}")
-    if recipe.get("input", "single") not in INPUTS:
-        _fail("recipe", f"input must be one of {', '.join(INPUTS)}")
-    seed = recipe.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        _fail("recipe", "seed must be an integer")
-    hyper = recipe.get("hyperparameters", {})
-    if not isinstance(hyper, dict):
-        _fail("recipe", "hyperparameters must be an object")
     return recipe
+
+
+@dataclass(frozen=True)
+class _RecipeProbe:
+    """The probe fields a recipe must agree with (what Recipe.from_dict reads of a probe)."""
+
+    layer: Any
+    position: Any
+    input: Any
