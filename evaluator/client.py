@@ -550,8 +550,7 @@ def run_reproduce(args: argparse.Namespace) -> dict:
             argv += ["--device", args.device]
         if "--protocol" in options and protocol:
             argv += ["--protocol", protocol]
-        else:  # before protocols existed: the board's numbers are float32
-            argv += ["--dtype", "float32"]
+        # otherwise evaluate's defaults are the workers' defaults (no dtype given on either side)
         targets = [t["model"] for t in detail.get("transfer") or []]
         argv += ["--transfer-targets", ",".join(targets)] if targets else ["--no-transfer"]
         if version.get("reproduced") is None:
