@@ -42,7 +42,7 @@ from evaluator.errors import EvaluatorError, RegistryError, SplitHashMismatch
 
 if TYPE_CHECKING:  # pragma: no cover
     from evaluator.models import LoadedModel
-    from evaluator.registry import Registry, TaskSpec
+    from evaluator.registry import Protocol, Registry, TaskSpec
 
 log = logging.getLogger(__name__)
 
@@ -61,18 +61,35 @@ def _no_progress(fraction: float, step: str) -> None:  # noqa: ARG001 - the defa
 
 @dataclass(frozen=True)
 class HarvestConfig:
-    """How prompts are batched. ``max_length`` changes the vectors (it is in the cache key);
-    the batch sizes only change speed."""
+    """How prompts are cut and batched. ``max_length`` changes the vectors (it is in the cache
+    key); the batch sizes only change speed (within the protocol's tolerance). The defaults are
+    protocol p1's harvest settings (registry/protocols/p1.yaml; :meth:`from_protocol`)."""
 
     max_length: int = 512  # tokens kept per prompt (the end is kept: left truncation)
     batch_size: int = 32  # at most this many prompts per forward
     max_batch_tokens: int = 4096  # at most this many padded tokens per forward
+    truncation_side: str = "left"  # what the tokenizer is set to (evaluator.models)
+    padding_side: str = "right"
 
-    def to_dict(self) -> dict[str, int]:
+    @classmethod
+    def from_protocol(cls, protocol: Protocol, **overrides: int) -> HarvestConfig:
+        """The protocol's harvest settings (``overrides``: e.g. ``batch_size`` for a test)."""
+        values = {
+            "max_length": protocol.max_length,
+            "batch_size": protocol.batch_size,
+            "max_batch_tokens": protocol.max_batch_tokens,
+            "truncation_side": protocol.truncation_side,
+            "padding_side": protocol.padding_side,
+        }
+        return cls(**(values | overrides))
+
+    def to_dict(self) -> dict[str, int | str]:
         return {
             "max_length": self.max_length,
             "batch_size": self.batch_size,
             "max_batch_tokens": self.max_batch_tokens,
+            "truncation_side": self.truncation_side,
+            "padding_side": self.padding_side,
         }
 
 
@@ -192,6 +209,12 @@ def harvest(
     if n == 0:
         return out
     max_length = min(config.max_length, lm.max_length)
+    sides = (lm.tokenizer.truncation_side, lm.tokenizer.padding_side)
+    if sides != (config.truncation_side, config.padding_side):
+        raise EvaluatorError(
+            f"{lm.id}: the tokenizer truncates on the {sides[0]} and pads on the {sides[1]};"
+            f" the harvest settings say {config.truncation_side} / {config.padding_side}"
+        )
     encoded = lm.tokenizer(
         list(prompts),
         truncation=True,

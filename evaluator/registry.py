@@ -1,5 +1,5 @@
-"""Load and validate the registry: tasks.yaml, registry/licenses.yaml, registry/models.yaml and
-the weights specs under registry/weights/.
+"""Load and validate the registry: tasks.yaml, registry/licenses.yaml, registry/models.yaml, the
+weights specs under registry/weights/ and the measurement protocols under registry/protocols/.
 
 Every problem is a :class:`RegistryError` that names the file, the entry and what is accepted.
 The loader is pure: it reads files under a root directory and returns frozen dataclasses.
@@ -31,6 +31,9 @@ CATEGORIES: tuple[str, ...] = (
     "manipulation",
     "refusal",
 )
+#: The eval-awareness category, and the role of the reference probe every auroc_ea is computed from
+#: (a probe in this category has no auroc_ea). The one home of this name.
+EVAL_AWARENESS = "eval_awareness"
 SPLIT_NAMES: tuple[str, ...] = ("train", "test", "distshift", "holdout_pool")
 REQUIRED_SPLITS: tuple[str, ...] = ("train", "test", "holdout_pool")
 TASK_STATUSES: tuple[str, ...] = ("active", "superseded")
@@ -48,6 +51,10 @@ MAX_COMPONENT_WEIGHT = 0.30  # Norm 1: the component cap.
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _TASK_ID = re.compile(r"^[a-z0-9][a-z0-9-]*-v[0-9]+$")
 _SPEC_VERSION = re.compile(r"^v\d+\.\d+\.\d+$")
+_PROTOCOL_ID = re.compile(r"^p[1-9][0-9]*$")
+#: compute dtypes a protocol may name (bf16 is for exploration only: never a board number)
+PROTOCOL_DTYPES: tuple[str, ...] = ("float32",)
+PROTOCOL_DEVICES: tuple[str, ...] = ("cpu", "cuda")
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -153,6 +160,61 @@ class WeightsSpec:
 
 
 @dataclass(frozen=True)
+class ProtocolTolerances:
+    """The tolerance contract of a protocol: what two environments of it may differ by."""
+
+    score_atol: float  # per-example |Δs| ≤ score_atol + score_rtol · max|s|
+    score_rtol: float
+    auroc: float
+    ece: float
+    #: reproduction: Pearson and Spearman of the re-fit's test scores ≥ this, and |ΔAUROC| ≤ below
+    repro_min_score_correlation: float
+    repro_max_auroc_diff: float
+
+    def score_bound(self, max_abs_score: float) -> float:
+        """The per-example bound for a run whose largest |s(x)| is ``max_abs_score``."""
+        return self.score_atol + self.score_rtol * float(max_abs_score)
+
+    @property
+    def reproduction_criterion(self) -> str:
+        """The reproduction rule in words (shown on the probe page)."""
+        c, d = self.repro_min_score_correlation, self.repro_max_auroc_diff
+        return f"re-fit test scores: Pearson ≥ {c:g} and Spearman ≥ {c:g}, |ΔAUROC| ≤ {d:g}"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A named, versioned measurement protocol (registry/protocols/<id>.yaml)."""
+
+    id: str
+    released: str
+    description: str
+    dtype: str  # compute dtype of everything scored, on every device
+    devices: tuple[str, ...]
+    tf32: bool  # False: TF32 off on CUDA
+    float32_matmul_precision: str
+    max_length: int
+    truncation_side: str
+    padding_side: str
+    batch_size: int
+    max_batch_tokens: int
+    seeds: dict[str, int]
+    tolerances: ProtocolTolerances
+    sha256: str  # of the protocol file's bytes
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able facts recorded beside every number measured under the protocol."""
+        return {
+            "id": self.id,
+            "sha256": self.sha256,
+            "dtype": self.dtype,
+            "tf32": self.tf32,
+            "max_length": self.max_length,
+            "tolerances": dataclasses.asdict(self.tolerances),
+        }
+
+
+@dataclass(frozen=True)
 class Registry:
     root: Path
     categories: dict[str, Category]
@@ -160,6 +222,7 @@ class Registry:
     licenses: dict[str, LicenseSpec]
     models: dict[str, ModelSpec]
     specs: dict[str, WeightsSpec]
+    protocols: dict[str, Protocol] = field(default_factory=dict)
 
     def task(self, task_id: str) -> TaskSpec:
         if task_id not in self.tasks:
@@ -181,6 +244,15 @@ class Registry:
         if version not in self.specs:
             raise UnknownNameError("weights spec", version, sorted(self.specs))
         return self.specs[version]
+
+    def protocol(self, protocol_id: str | None = None) -> Protocol:
+        """A protocol by id; by default the current one (the highest p<N>): the board's."""
+        if not self.protocols:
+            raise RegistryError(f"{self.root}: no measurement protocol (registry/protocols/*.yaml)")
+        protocol_id = protocol_id or max(self.protocols, key=lambda p: int(p[1:]))
+        if protocol_id not in self.protocols:
+            raise UnknownNameError("measurement protocol", protocol_id, sorted(self.protocols))
+        return self.protocols[protocol_id]
 
     @property
     def latest_spec_version(self) -> str:
@@ -452,6 +524,99 @@ def load_weights_specs(directory: Path) -> dict[str, WeightsSpec]:
     return specs
 
 
+def _number(value: Any, where: str, *, integer: bool = False, positive: bool = True) -> Any:
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok or (positive and value <= 0) or (not positive and value < 0):
+        kind = "integer" if integer else "number"
+        raise RegistryError(
+            f"{where} must be a {'positive' if positive else 'non-negative'} {kind}, got {value!r}"
+        )
+    return value
+
+
+def load_protocol(path: Path) -> Protocol:
+    """Read and validate one protocol file: every field present, a float32 compute dtype, TF32 off,
+    left truncation and right padding (what the harvester does), positive tolerances."""
+    data = _read_yaml(path) or {}
+    where = str(path)
+    _require(data, ("id", "compute", "harvest", "seeds", "tolerances"), where)
+    pid = str(data["id"])
+    if not _PROTOCOL_ID.match(pid) or path.stem != pid:
+        raise RegistryError(f"{where}: id {pid!r} must look like p1 and match the file name")
+    compute, harvest, tol = data["compute"], data["harvest"], data["tolerances"]
+    _require(compute, ("dtype", "devices", "tf32", "float32_matmul_precision"), f"{where}: compute")
+    if compute["dtype"] not in PROTOCOL_DTYPES:
+        raise RegistryError(
+            f"{where}: compute.dtype {compute['dtype']!r} is not one of {', '.join(PROTOCOL_DTYPES)}"
+            " (bfloat16 is for exploration, never a board number)"
+        )
+    devices = tuple(compute["devices"] or ())
+    if not devices or not set(devices) <= set(PROTOCOL_DEVICES):
+        raise RegistryError(f"{where}: compute.devices must be a subset of {', '.join(PROTOCOL_DEVICES)}")
+    if compute["tf32"] is not False or compute["float32_matmul_precision"] != "highest":
+        raise RegistryError(f"{where}: TF32 must be off (tf32: false, float32_matmul_precision: highest)")
+    _require(
+        harvest,
+        ("max_length", "truncation_side", "padding_side", "batch_size", "max_batch_tokens"),
+        f"{where}: harvest",
+    )
+    if harvest["truncation_side"] != "left" or harvest["padding_side"] != "right":
+        raise RegistryError(f"{where}: the harvester truncates on the left and pads on the right")
+    for key in ("max_length", "batch_size", "max_batch_tokens"):
+        _number(harvest[key], f"{where}: harvest.{key}", integer=True)
+    seeds = data["seeds"] or {}
+    for key in ("recipe", "baselines", "bootstrap", "transfer"):
+        if key not in seeds:
+            raise RegistryError(f"{where}: seeds.{key} is required")
+        _number(seeds[key], f"{where}: seeds.{key}", integer=True, positive=False)
+    _require(tol, ("score_atol", "score_rtol", "auroc", "ece", "reproduction"), f"{where}: tolerances")
+    repro = tol["reproduction"] or {}
+    _require(repro, ("min_score_correlation", "max_auroc_diff"), f"{where}: tolerances.reproduction")
+    for key in ("score_atol", "score_rtol", "auroc", "ece"):
+        _number(tol[key], f"{where}: tolerances.{key}")
+    if not 0 < _number(repro["min_score_correlation"], f"{where}: reproduction.min_score_correlation") <= 1:
+        raise RegistryError(f"{where}: tolerances.reproduction.min_score_correlation must be in (0, 1]")
+    _number(repro["max_auroc_diff"], f"{where}: tolerances.reproduction.max_auroc_diff")
+    released = data.get("released", "")
+    if isinstance(released, dt.date):
+        released = released.isoformat()
+    return Protocol(
+        id=pid,
+        released=str(released),
+        description=str(data.get("description") or "").strip(),
+        dtype=str(compute["dtype"]),
+        devices=devices,
+        tf32=False,
+        float32_matmul_precision="highest",
+        max_length=int(harvest["max_length"]),
+        truncation_side="left",
+        padding_side="right",
+        batch_size=int(harvest["batch_size"]),
+        max_batch_tokens=int(harvest["max_batch_tokens"]),
+        seeds={k: int(v) for k, v in seeds.items()},
+        tolerances=ProtocolTolerances(
+            score_atol=float(tol["score_atol"]),
+            score_rtol=float(tol["score_rtol"]),
+            auroc=float(tol["auroc"]),
+            ece=float(tol["ece"]),
+            repro_min_score_correlation=float(repro["min_score_correlation"]),
+            repro_max_auroc_diff=float(repro["max_auroc_diff"]),
+        ),
+        sha256=sha256_file(path),
+    )
+
+
+def load_protocols(directory: Path) -> dict[str, Protocol]:
+    """Every protocol under ``directory``; a registry without the folder (a test's small registry)
+    uses the project's own protocols: the protocol belongs to the code that measures."""
+    if not directory.is_dir():
+        directory = default_root() / "registry" / "protocols"
+    protocols = {p.stem: load_protocol(p) for p in sorted(directory.glob("*.yaml"))}
+    if not protocols:
+        raise RegistryError(f"{directory}: no measurement protocol files (*.yaml)")
+    return protocols
+
+
 def default_root() -> Path:
     """The project root (the directory holding tasks.yaml)."""
     return Path(__file__).resolve().parent.parent
@@ -468,6 +633,7 @@ def load_registry(root: str | Path | None = None, *, verify_hashes: bool = False
         licenses=load_licenses(root / "registry" / "licenses.yaml"),
         models=load_models(root / "registry" / "models.yaml"),
         specs=load_weights_specs(root / "registry" / "weights"),
+        protocols=load_protocols(root / "registry" / "protocols"),
     )
     if verify_hashes:
         reg.verify_all_splits()

@@ -371,6 +371,10 @@ class EvaluationRun(models.Model):
     error_kind = models.CharField(max_length=20, blank=True, help_text="artifact | infrastructure")
     worker_host = models.CharField(max_length=200, blank=True)
     code_version = models.CharField(max_length=40, blank=True)
+    #: the measurement protocol (registry/protocols/<id>.yaml) the run was measured under
+    protocol = models.CharField(max_length=20, blank=True)
+    #: evaluator.environment.environment_capture(): device, CPU/GPU, dtype, versions, threads
+    environment = models.JSONField(default=dict, blank=True)
     split_sha256 = models.CharField(max_length=64, blank=True, help_text="verified before the run")
     cache_key = models.CharField(max_length=64, blank=True)
     timings = models.JSONField(default=dict, blank=True)
@@ -423,6 +427,10 @@ class Score(models.Model):
     measurements = models.JSONField(default=dict)
     #: task slug → {"auroc", "auroc_ci", "auroc_ea", "auroc_ds", "ece", "brier", ...}
     per_task = models.JSONField(default=dict)
+    #: the measurement protocol of the runs the score was computed from ("" before protocols)
+    protocol = models.CharField(max_length=20, blank=True)
+    #: the environment of the probe's score runs (evaluator.environment), as recorded on them
+    environment = models.JSONField(default=dict, blank=True)
     computed_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

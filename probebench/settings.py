@@ -9,9 +9,11 @@ Redis-backed Celery. A bad value fails here, at start-up, never at request time.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -55,9 +57,15 @@ def envlist(name: str, default: str) -> list[str]:
 DEBUG = envbool("DEBUG", "False")
 SECRET_KEY = env("SECRET_KEY")
 if not SECRET_KEY:
-    if not DEBUG and env("PROBEBENCH_ENV", "development") == "production":
-        raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) must be set in production")
-    SECRET_KEY = "development-only-not-secret"  # noqa: S105 - embedded default for local use
+    # A public default signs sessions, CSRF tokens and password resets that anyone can forge:
+    # only a debug instance (never reachable from outside) may use it.
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY (or SECRET_KEY_FILE) must be set (or DEBUG=True, for a local instance only): "
+            "e.g. `python -c 'import secrets; print(secrets.token_urlsafe(50))' > secret_key.txt` "
+            "and SECRET_KEY_FILE=secret_key.txt (`make demo` does this under $PROBEBENCH_DATA_DIR)"
+        )
+    SECRET_KEY = "development-only-not-secret"  # noqa: S105 - embedded default, DEBUG only
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 SITE_NAME = "ProbeBench"
@@ -100,11 +108,14 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "drf_spectacular_sidecar",  # the API docs page's script, served by us (no CDN)
+    "axes",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "probebench.urls"
 WSGI_APPLICATION = "probebench.wsgi.application"
+    "csp.middleware.CSPMiddleware",
 
 TEMPLATES = [
     {
@@ -114,6 +125,8 @@ TEMPLATES = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
+    # last: turns a locked-out login (too many failures) into a 429
+    "axes.middleware.AxesMiddleware",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
@@ -212,6 +225,9 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    # The client of a throttle (and of the login lockout) is REMOTE_ADDR unless proxies are declared:
+    # a client-sent X-Forwarded-For is then ignored, so forging one does not reset a limit.
+    "NUM_PROXIES": envint("PROBEBENCH_NUM_PROXIES", "0"),
 }
 
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "probebench"}}
@@ -222,6 +238,7 @@ if REDIS_URL:
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+        "signup": env("PROBEBENCH_RATE_SIGNUP", "20/hour"),
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "login"
@@ -231,6 +248,7 @@ LOGOUT_REDIRECT_URL = "leaderboard:index"
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
+    "REDOC_DIST": "SIDECAR",  # drf-spectacular-sidecar: the docs page works offline, under our CSP
 USE_TZ = True
 
 STATIC_URL = "static/"
@@ -247,7 +265,12 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_SAMESITE = "Lax"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
-if env("PROBEBENCH_ENV", "development") == "production":
+#: Served over HTTPS (directly or behind a TLS proxy): secure cookies, HTTP redirected, HSTS.
+#: Default: on in production (PROBEBENCH_ENV=production), off otherwise.
+HTTPS = envbool(
+    "PROBEBENCH_HTTPS", "True" if env("PROBEBENCH_ENV", "development") == "production" else "False"
+)
+if HTTPS:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
 
@@ -258,4 +281,43 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+# --------------------------------------------------------------------------- security
+
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # refuses a locked-out username + address first
+    "django.contrib.auth.backends.ModelBackend",
+]
+#: Login throttling (django-axes), for the site's and the admin's login forms: after this many
+#: failures for one username from one address, that pair is locked out for the cool-off time.
+AXES_FAILURE_LIMIT = envint("PROBEBENCH_LOGIN_FAILURE_LIMIT", "5", minimum=1)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_COOLOFF_TIME = timedelta(minutes=envint("PROBEBENCH_LOGIN_COOLOFF_MIN", "15", minimum=1))
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "leaderboard/login_locked.html"  # served with status 429
+#: One client identity for throttles and lockouts (REST_FRAMEWORK["NUM_PROXIES"]).
+AXES_CLIENT_IP_CALLABLE = "probebench.security.client_ip_get"
+
+SECURE_REFERRER_POLICY = "same-origin"
+    SECURE_SSL_REDIRECT = envbool("PROBEBENCH_SSL_REDIRECT", "True")
+    SECURE_HSTS_SECONDS = envint("PROBEBENCH_HSTS_SECONDS", "31536000")
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("PROBEBENCH_HSTS_INCLUDE_SUBDOMAINS", "False")
+if REST_FRAMEWORK["NUM_PROXIES"]:
+    # a declared proxy in front says which scheme the client used
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+#: Content-Security-Policy (django-csp): scripts, styles, images and fetches from this site only;
+#: no plugins, no framing. The API docs page adds what Redoc needs (leaderboard api urls).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
 }

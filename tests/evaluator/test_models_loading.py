@@ -75,18 +75,21 @@ def test_a_gguf_hash_mismatch_is_caught_before_conversion(tiny_registry, tmp_pat
     assert not converted_dir(tmp_path, spec).exists()
 
 
-def test_cpu_without_bf16_units_computes_in_fp32(tiny_registry, monkeypatch):
+def test_auto_dtype_picks_bf16_only_on_cpus_with_bf16_units_and_the_default_is_fp32(
+    tiny_registry, monkeypatch
+):
     import torch
 
     import evaluator.models as models
 
     spec = tiny_registry.model(SMOLLM)
     monkeypatch.setattr(models, "cpu_has_fast_bf16", lambda: False)
-    assert resolve_dtype(spec, torch.device("cpu")) == torch.float32
+    assert resolve_dtype(spec, torch.device("cpu"), "auto") == torch.float32
     monkeypatch.setattr(models, "cpu_has_fast_bf16", lambda: True)
-    assert resolve_dtype(spec, torch.device("cpu")) == torch.bfloat16
-    assert resolve_dtype(tiny_registry.model(MINILM), torch.device("cpu")) == torch.float32  # not validated
+    assert resolve_dtype(spec, torch.device("cpu"), "auto") == torch.bfloat16  # exploration only
+    assert resolve_dtype(tiny_registry.model(MINILM), torch.device("cpu"), "auto") == torch.float32
     assert resolve_dtype(spec, torch.device("cpu"), "float32") == torch.float32
+    assert resolve_dtype(spec, torch.device("cpu")) == torch.float32  # the protocol's, bf16 units or not
 
 
 def test_install_hints_match_how_the_packages_are_installed(tiny_registry):
