@@ -445,6 +445,28 @@ class Score(models.Model):
         return f"{self.probe_version} {self.spec_id}: {self.total:.4f}"
 
 
+class RankInterval(models.Model):
+    """A board entry's bootstrap ProbeScore interval, 95% rank interval and tie group
+    (evaluator.rank_intervals) among the active entries of its category under the Score's spec.
+    Recomputed for the whole board whenever a Score on it changes; never computed per request."""
+
+    score = models.OneToOneField(Score, on_delete=models.CASCADE, related_name="rank_interval")
+    score_lo = models.FloatField()
+    score_hi = models.FloatField()
+    rank = models.PositiveIntegerField(help_text="board rank of the point estimate")
+    rank_lo = models.PositiveIntegerField()
+    rank_hi = models.PositiveIntegerField()
+    tied_for_first = models.BooleanField(default=False)
+    tie_group = models.PositiveIntegerField(help_text="1, 2, ... in board order")
+    n_entries = models.PositiveIntegerField(help_text="active entries on the board it was computed for")
+    n_resamples = models.PositiveIntegerField()
+    seed = models.BigIntegerField()
+    computed_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.score}: rank {self.rank} [{self.rank_lo}, {self.rank_hi}], group {self.tie_group}"
+
+
 # --------------------------------------------------------------------------- leakage
 
 
