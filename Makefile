@@ -25,10 +25,17 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 
+# The settings refuse to start without a secret key (unless DEBUG=True): the demo makes one, once,
+# under the data directory, unless SECRET_KEY or SECRET_KEY_FILE is given.
+DATA_DIR := $(or $(PROBEBENCH_DATA_DIR),var)
+DEMO_SECRET := $(if $(SECRET_KEY)$(SECRET_KEY_FILE),,SECRET_KEY_FILE=$(abspath $(DATA_DIR))/secret_key)
+
 demo: install
-	$(PY) manage.py migrate --noinput -v0
-	$(PY) manage.py sync_registry
-	$(PY) manage.py demo --host $(HOST) --port $(PORT)
+	@test -n "$(SECRET_KEY)$(SECRET_KEY_FILE)" || test -s $(DATA_DIR)/secret_key || \
+		(mkdir -p $(DATA_DIR) && umask 077 && $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > $(DATA_DIR)/secret_key)
+	$(DEMO_SECRET) $(PY) manage.py migrate --noinput -v0
+	$(DEMO_SECRET) $(PY) manage.py sync_registry
+	$(DEMO_SECRET) $(PY) manage.py demo --host $(HOST) --port $(PORT)
 
 # The whole default suite; long runs (every reference probe retrained, Gemma) are marked slow
 # and run by `make bench`.

@@ -15,23 +15,26 @@ from leaderboard.forms import SignupForm, SubmissionForm
 from leaderboard.models import Submission
 from leaderboard.selectors_submit import submission_detail_get
 from leaderboard.services import submission_create
+from probebench.security import form_throttled
 
 # form field that shows a service error about a metadata key
 FIELD_FOR = {"training_data": "training_tasks", "declared_metrics": "declared_auroc", "metadata": None}
 
 
 @require_http_methods(["GET", "POST"])
+@form_throttled(scope="signup")
 def signup(request):
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = form.save()
-        login(request, user)
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect("submit:new")
     return render(request, "leaderboard/signup.html", {"form": form})
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@form_throttled(scope="submissions")  # one budget with POST /api/v1/submissions
 def submit(request):
     form = SubmissionForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():

@@ -96,11 +96,14 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # the API docs page's script, served by us (no CDN)
+    "axes",
     "leaderboard",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "probebench.middleware.RejectNulCharactersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -108,14 +111,13 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "drf_spectacular_sidecar",  # the API docs page's script, served by us (no CDN)
-    "axes",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # last: turns a locked-out login (too many failures) into a 429
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "probebench.urls"
 WSGI_APPLICATION = "probebench.wsgi.application"
-    "csp.middleware.CSPMiddleware",
 
 TEMPLATES = [
     {
@@ -125,8 +127,6 @@ TEMPLATES = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
-    # last: turns a locked-out login (too many failures) into a 429
-    "axes.middleware.AxesMiddleware",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
@@ -206,6 +206,9 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
+    # The client of a throttle (and of the login lockout) is REMOTE_ADDR unless proxies are declared:
+    # a client-sent X-Forwarded-For is then ignored, so forging one does not reset a limit.
+    "NUM_PROXIES": envint("PROBEBENCH_NUM_PROXIES", "0"),
     "DEFAULT_THROTTLE_CLASSES": [
         "rest_framework.throttling.AnonRateThrottle",
         "rest_framework.throttling.UserRateThrottle",
@@ -216,6 +219,7 @@ REST_FRAMEWORK = {
         "user": env("PROBEBENCH_RATE_USER", "1200/min"),
         "submissions": env("PROBEBENCH_RATE_SUBMISSIONS", "20/hour"),
         "maintainer": env("PROBEBENCH_RATE_MAINTAINER", "60/hour"),
+        "signup": env("PROBEBENCH_RATE_SIGNUP", "20/hour"),
     },
 }
 SPECTACULAR_SETTINGS = {
@@ -225,9 +229,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
-    # The client of a throttle (and of the login lockout) is REMOTE_ADDR unless proxies are declared:
-    # a client-sent X-Forwarded-For is then ignored, so forging one does not reset a limit.
-    "NUM_PROXIES": envint("PROBEBENCH_NUM_PROXIES", "0"),
+    "REDOC_DIST": "SIDECAR",  # drf-spectacular-sidecar: the docs page works offline, under our CSP
 }
 
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "probebench"}}
@@ -238,7 +240,6 @@ if REDIS_URL:
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
-        "signup": env("PROBEBENCH_RATE_SIGNUP", "20/hour"),
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "login"
@@ -248,7 +249,6 @@ LOGOUT_REDIRECT_URL = "leaderboard:index"
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
-    "REDOC_DIST": "SIDECAR",  # drf-spectacular-sidecar: the docs page works offline, under our CSP
 USE_TZ = True
 
 STATIC_URL = "static/"
@@ -261,27 +261,6 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
-SESSION_COOKIE_HTTPONLY = True
-CSRF_COOKIE_SAMESITE = "Lax"
-SECURE_CONTENT_TYPE_NOSNIFF = True
-X_FRAME_OPTIONS = "DENY"
-#: Served over HTTPS (directly or behind a TLS proxy): secure cookies, HTTP redirected, HSTS.
-#: Default: on in production (PROBEBENCH_ENV=production), off otherwise.
-HTTPS = envbool(
-    "PROBEBENCH_HTTPS", "True" if env("PROBEBENCH_ENV", "development") == "production" else "False"
-)
-if HTTPS:
-    SESSION_COOKIE_SECURE = True
-    CSRF_COOKIE_SECURE = True
-
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
-}
 # --------------------------------------------------------------------------- security
 
 AUTHENTICATION_BACKENDS = [
@@ -298,7 +277,19 @@ AXES_LOCKOUT_TEMPLATE = "leaderboard/login_locked.html"  # served with status 42
 #: One client identity for throttles and lockouts (REST_FRAMEWORK["NUM_PROXIES"]).
 AXES_CLIENT_IP_CALLABLE = "probebench.security.client_ip_get"
 
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_SAMESITE = "Lax"
+SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+#: Served over HTTPS (directly or behind a TLS proxy): secure cookies, HTTP redirected, HSTS.
+#: Default: on in production (PROBEBENCH_ENV=production), off otherwise.
+HTTPS = envbool(
+    "PROBEBENCH_HTTPS", "True" if env("PROBEBENCH_ENV", "development") == "production" else "False"
+)
+if HTTPS:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
     SECURE_SSL_REDIRECT = envbool("PROBEBENCH_SSL_REDIRECT", "True")
     SECURE_HSTS_SECONDS = envint("PROBEBENCH_HSTS_SECONDS", "31536000")
     SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("PROBEBENCH_HSTS_INCLUDE_SUBDOMAINS", "False")
@@ -320,4 +311,13 @@ CONTENT_SECURITY_POLICY = {
         "form-action": [SELF],
         "frame-ancestors": [NONE],
     }
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
 }

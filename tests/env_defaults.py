@@ -17,5 +17,6 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("PROBEBENCH_DATA_DIR", str(ROOT / "var" / "test" / f"session-{os.getpid()}"))
 os.environ.setdefault("PROBEBENCH_CACHE_DIR", str(ROOT / "var" / "cache"))
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "True")
+os.environ.setdefault("SECRET_KEY", "test-suite-only-not-secret")  # settings refuse to start without one
 os.environ.setdefault("PROBEBENCH_RATE_SUBMISSIONS", "1000/hour")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
