@@ -79,6 +79,9 @@ class TaskMetrics:
     threshold_1pct_fpr: float | None
     roc_points: list[tuple[float, float]]
     reliability: list[dict[str, Any]]
+    #: the test split's false-positive rate at that train-fixed threshold (near 1% when the test
+    #: negatives look like the train ones): with recall, the operating point
+    fpr_at_1pct_threshold: float | None = None
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -130,10 +133,11 @@ def task_metrics(
         auroc_ds, ds_imputed, n_ds = imputation["auroc_ds"] * auroc, True, 0
         notes.append(f"no distshift split: auroc_ds imputed as {imputation['auroc_ds']} × auroc")
 
-    recall = threshold = None
+    recall = threshold = test_fpr = None
     if train_negative_scores is not None and len(train_negative_scores) > 0:
         threshold = m.threshold_at_fpr(train_negative_scores, FPR_TARGET)
         recall = m.recall_at_fpr(test.scores, test.labels, threshold)
+        test_fpr = m.fpr_at_threshold(test.scores, test.labels, threshold)
 
     return TaskMetrics(
         task_id=task_id,
@@ -149,6 +153,7 @@ def task_metrics(
         brier=m.brier(test.probs, test.labels),
         recall_at_1pct_fpr=recall,
         threshold_1pct_fpr=threshold,
+        fpr_at_1pct_threshold=test_fpr,
         roc_points=m.roc_curve_points(test.scores, test.labels),
         reliability=m.reliability_bins(test.probs, test.labels),
         notes=notes,
@@ -209,6 +214,7 @@ def aggregate_measurements(
             else "no other base model"
         )
     recalls = [m.recall_at_1pct_fpr for m in metrics if m.recall_at_1pct_fpr is not None]
+    test_fprs = [m.fpr_at_1pct_threshold for m in metrics if m.fpr_at_1pct_threshold is not None]
     measurements = Measurements(
         auroc=auroc,
         ece=float(np.mean([m.ece for m in metrics])),
@@ -225,6 +231,7 @@ def aggregate_measurements(
         **{k: getattr(measurements, k) for k in keys},
         "brier": float(np.mean([m.brier for m in metrics])),
         "recall_at_1pct_fpr": float(np.mean(recalls)) if recalls else None,
+        "fpr_at_1pct_threshold": float(np.mean(test_fprs)) if test_fprs else None,
         "n_tasks": len(metrics),
         "n_test": int(sum(m.n_test for m in metrics)),
         "lift_over_random": float(np.mean([b["lift_over_random"] for b in lifts])) if lifts else None,

@@ -218,6 +218,14 @@ def recall_at_fpr(scores, labels, threshold: float) -> float:
     return float((s[y == 1] > threshold).mean())
 
 
+def fpr_at_threshold(scores, labels, threshold: float) -> float:
+    """The fraction of negatives scoring strictly above ``threshold`` (the side recall counts)."""
+    s, y = _as_arrays(scores, labels)
+    if y.sum() == y.size:
+        raise MetricInputError("a false-positive rate needs at least one negative example")
+    return float((s[y == 0] > threshold).mean())
+
+
 def roc_curve_points(scores, labels, max_points: int = 200) -> list[tuple[float, float]]:
     """(FPR, TPR) points of the ROC curve, thinned to at most ``max_points`` for plotting."""
     s, y = _as_arrays(scores, labels)
