@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,16 +34,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from evaluator.latency import LatencyResult
     from evaluator.models import LoadedModel
     from evaluator.probes import Probe
-    from evaluator.registry import Registry
+    from evaluator.registry import Protocol, ProtocolTolerances, Registry
     from evaluator.transfer import TransferResult
 
 log = logging.getLogger(__name__)
 
 RANDOM_BASELINE_DIRECTIONS = 10
 BASELINE_SEED = 0
-#: reproduced mark: direction cosine at least this, and |ΔAUROC| at most REPRO_MAX_AUROC_DIFF
-REPRO_MIN_COSINE = 0.95
-REPRO_MAX_AUROC_DIFF = 0.02
+#: The reproduced mark is judged by the measurement protocol's tolerances (registry/protocols/,
+#: ``tolerances.reproduction``): the re-fit's scores on the test rows, not its weight vector.
 
 
 # --------------------------------------------------------------------------- inputs
@@ -87,12 +86,33 @@ class RunResult:
     config: dict[str, Any]  # harvest config
     code_version: str = CODE_VERSION
     seed: int | None = None  # the probe recipe's seed, when it has one
+    protocol: str | None = None  # the measurement protocol followed (None: exploration)
+    environment: dict[str, Any] = field(default_factory=dict)  # evaluator.environment
 
     def to_dict(self, *, include_examples: bool = True) -> dict[str, Any]:
         out = fields_dict(self, skip=("examples",))
         if include_examples:
             out["examples"] = self.examples.to_records()
         return out
+
+
+def protocol_followed(lm: LoadedModel, config: HarvestConfig, registry: Registry) -> str | None:
+    """The protocol a run follows: the model's numerics (dtype, device) and the harvest settings
+    that change vectors (max length, truncation and padding sides) must both be the protocol's."""
+    if lm.protocol_id is None or lm.protocol_id not in registry.protocols:
+        return None
+    protocol = registry.protocol(lm.protocol_id)
+    harvest = (config.max_length, config.truncation_side, config.padding_side)
+    if harvest != (protocol.max_length, protocol.truncation_side, protocol.padding_side):
+        return None
+    return protocol.id
+
+
+def harvest_config_default(registry: Registry) -> HarvestConfig:
+    """The current protocol's harvest settings."""
+    from evaluator.activations import HarvestConfig
+
+    return HarvestConfig.from_protocol(registry.protocol())
 
 
 def _score(probe: Probe, acts: SplitActivations) -> ScoredExamples:
@@ -117,11 +137,11 @@ def _run_with_activations(
     split_file: str | Path | None = None,
     split_sha256: str | None = None,
 ) -> tuple[RunResult, SplitActivations, LoadedModel]:
-    from evaluator.activations import ActivationCache, HarvestConfig, split_activations
+    from evaluator.activations import ActivationCache, split_activations
     from evaluator.models import load_model
 
     start = time.perf_counter()
-    config = harvest_config or HarvestConfig()
+    config = harvest_config or harvest_config_default(registry)
     progress(0.0, "load model")
     if lm is None:
         lm = load_model(probe.base_model, registry=registry, cache_dir=cache_dir, device=device, dtype=dtype)
@@ -171,7 +191,10 @@ def _run_with_activations(
         model=lm.describe(),
         config=config.to_dict(),
         seed=recipe.get("seed"),
+        protocol=protocol_followed(lm, config, registry),
+        environment=lm.environment(),
     )
+    result.environment["protocol"] = result.protocol
     return result, acts, lm
 
 
@@ -289,18 +312,73 @@ def baselines(
 class ReproductionResult:
     task_id: str
     method: str
-    cosine: float | None  # of the raw-space directions (None for MLP probes)
+    cosine: float | None  # of the raw-space directions (None for MLP probes): information only
     auroc_submitted: float  # on the recipe task's test split
     auroc_refit: float
     auroc_diff: float  # submitted − refit
     score_pearson: float  # of s(x) on the test split, submitted vs refit
+    score_spearman: float
     reproduced: bool
-    criteria: str
+    criteria: str  # the rule in words (shown on the probe page)
+    protocol: str | None  # the protocol whose tolerances judged it
     train_cache_key: str
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
         return fields_dict(self)
+
+
+@dataclass(frozen=True)
+class ReproductionVerdict:
+    """The judgement of a re-fit by its scores on the same test rows as the artifact's."""
+
+    reproduced: bool
+    score_pearson: float
+    score_spearman: float
+    auroc_submitted: float
+    auroc_refit: float
+    auroc_diff: float  # submitted − refit
+    criteria: str
+
+
+def _correlation(a: np.ndarray, b: np.ndarray, *, ranks: bool) -> float:
+    from scipy.stats import rankdata
+
+    from evaluator.metrics import pearson
+
+    if np.array_equal(a, b):  # identical scores (constant ones included) reproduce themselves
+        return 1.0
+    return pearson(rankdata(a), rankdata(b)) if ranks else pearson(a, b)
+
+
+def reproduction_verdict(
+    *, submitted_scores, refit_scores, labels, tolerances: ProtocolTolerances
+) -> ReproductionVerdict:
+    """Reproduced when the re-fit scores the test rows like the artifact: Pearson and Spearman
+    correlation of s(x) ≥ ``repro_min_score_correlation`` and |ΔAUROC| ≤ ``repro_max_auroc_diff``.
+
+    Pure. The weight vectors are not compared: an ill-conditioned fit can rotate its direction
+    (cosine 0.77) while every score stays the same, and that is a reproduction."""
+    from evaluator.metrics import auroc
+
+    s_sub = np.asarray(submitted_scores, dtype=np.float64).reshape(-1)
+    s_ref = np.asarray(refit_scores, dtype=np.float64).reshape(-1)
+    r_p, r_s = _correlation(s_sub, s_ref, ranks=False), _correlation(s_sub, s_ref, ranks=True)
+    a_sub, a_ref = auroc(s_sub, labels), auroc(s_ref, labels)
+    ok = (
+        r_p >= tolerances.repro_min_score_correlation
+        and r_s >= tolerances.repro_min_score_correlation
+        and abs(a_sub - a_ref) <= tolerances.repro_max_auroc_diff
+    )
+    return ReproductionVerdict(
+        reproduced=bool(ok),
+        score_pearson=r_p,
+        score_spearman=r_s,
+        auroc_submitted=a_sub,
+        auroc_refit=a_ref,
+        auroc_diff=a_sub - a_ref,
+        criteria=tolerances.reproduction_criterion,
+    )
 
 
 def reproduction_check(
@@ -313,14 +391,15 @@ def reproduction_check(
     harvest_config: HarvestConfig | None = None,
     progress: Progress | None = None,
     lm: LoadedModel | None = None,
+    protocol: Protocol | None = None,
 ) -> ReproductionResult:
     """Rerun the probe's recipe on its base model and compare with the uploaded artifact.
 
-    The comparison is on the recipe task's test split: cosine of the raw-space directions
-    (linear probes) and the AUROC difference; ``reproduced`` when both are within tolerance.
+    The comparison is on the recipe task's test split, by :func:`reproduction_verdict` under
+    ``protocol``'s tolerances (default: the registry's current protocol); the cosine of the
+    raw-space directions (linear probes) is reported as information.
     """
     from evaluator.activations import ActivationCache, split_activations
-    from evaluator.metrics import auroc, pearson
     from evaluator.models import load_model
     from evaluator.probes import probe_from_tensors
     from evaluator.recipes import Recipe, train_recipe
@@ -329,6 +408,7 @@ def reproduction_check(
     progress = progress or no_progress
     reg = as_registry(registry)
     p = as_probe(probe, reg)
+    protocol = protocol or reg.protocol()
     if p.metadata.recipe is None:
         raise EvaluatorError("the probe has no recipe: nothing to reproduce")
     recipe = Recipe.from_dict(p.metadata.recipe, probe=p.metadata, registry=reg)
@@ -358,27 +438,28 @@ def reproduction_check(
         config=harvest_config,
         progress=sub_progress(progress, 0.5, 1.0, "reproduce test "),
     )[p.layer]
-    s_sub, s_ref = p.score(test.X), refit.score(test.X)
-    a_sub, a_ref = auroc(s_sub, test.labels), auroc(s_ref, test.labels)
+    verdict = reproduction_verdict(
+        submitted_scores=p.score(test.X),
+        refit_scores=refit.score(test.X),
+        labels=test.labels,
+        tolerances=protocol.tolerances,
+    )
     d_sub, d_ref = p.direction(), refit.direction()
     cosine = None
     if d_sub is not None and d_ref is not None:
         cosine = float(d_sub @ d_ref / (np.linalg.norm(d_sub) * np.linalg.norm(d_ref) or 1.0))
-    ok_auroc = abs(a_sub - a_ref) <= REPRO_MAX_AUROC_DIFF
-    reproduced = ok_auroc and (cosine is None or cosine >= REPRO_MIN_COSINE)
-    criteria = f"|ΔAUROC| ≤ {REPRO_MAX_AUROC_DIFF}" + (
-        "" if cosine is None else f" and cosine ≥ {REPRO_MIN_COSINE}"
-    )
     return ReproductionResult(
         task_id=recipe.task,
         method=recipe.method,
         cosine=cosine,
-        auroc_submitted=a_sub,
-        auroc_refit=a_ref,
-        auroc_diff=a_sub - a_ref,
-        score_pearson=pearson(s_sub, s_ref),
-        reproduced=reproduced,
-        criteria=criteria,
+        auroc_submitted=verdict.auroc_submitted,
+        auroc_refit=verdict.auroc_refit,
+        auroc_diff=verdict.auroc_diff,
+        score_pearson=verdict.score_pearson,
+        score_spearman=verdict.score_spearman,
+        reproduced=verdict.reproduced,
+        criteria=verdict.criteria,
+        protocol=lm.protocol_id,
         train_cache_key=trained.train.cache_key,
         seconds=time.perf_counter() - start,
     )
@@ -424,6 +505,10 @@ class ProbeEvaluation:
     timings: dict[str, float]
     config: dict[str, Any]
     code_version: str = CODE_VERSION
+    #: the measurement protocol every run followed; None: exploration (e.g. --dtype bfloat16),
+    #: whose numbers are not comparable with the board's
+    protocol: str | None = None
+    environment: dict[str, Any] = field(default_factory=dict)  # evaluator.environment
 
     def to_dict(self, *, include_examples: bool = False) -> dict[str, Any]:
         out = fields_dict(self, skip=("tasks",))
@@ -495,16 +580,17 @@ def evaluate_probe(
     auroc_ea imputed, flagged). ``transfer_targets``: base models to re-fit on for ρ_CE
     (default: every other model in the registry). Returns per-task results (with per-example
     scores), the aggregate Measurements and the ProbeScore under ``spec_version`` (default:
-    the latest spec).
+    the latest spec). Numerics: the registry's current measurement protocol (float32, its
+    harvest settings) unless ``dtype``/``harvest_config`` say otherwise (then ``protocol`` is
+    None in the result: exploration, not a board number).
     """
-    from evaluator.activations import HarvestConfig
     from evaluator.latency import measure_latency
     from evaluator.scoring import probe_score
 
     start = time.perf_counter()
     progress = progress or no_progress
     reg = as_registry(registry)
-    setup = _Setup(reg, cache_dir, device, dtype, harvest_config or HarvestConfig())
+    setup = _Setup(reg, cache_dir, device, dtype, harvest_config or harvest_config_default(reg))
     p = as_probe(probe, reg)
     spec = reg.spec(spec_version)
     task_ids = _tasks_for(p, reg, tasks)
@@ -573,6 +659,10 @@ def evaluate_probe(
     )
     score = probe_score(measurements, spec=spec, licenses=reg.licenses)
     timings["total"] = time.perf_counter() - start
+    followed = {r.protocol for t in per_task.values() for r in t.runs.values()}
+    if reproduction is not None:
+        followed.add(reproduction.protocol)
+    protocol = followed.pop() if len(followed) == 1 else None
     return ProbeEvaluation(
         probe=p.metadata.to_dict(),
         probe_sha256=p.sha256,
@@ -595,6 +685,8 @@ def evaluate_probe(
             "latency_reps": latency_reps,
             "reference_probe_sha256": ref.sha256 if ref is not None else None,
         },
+        protocol=protocol,
+        environment=lm.environment() | {"protocol": protocol},
     )
 
 
