@@ -12,6 +12,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator
 
@@ -46,8 +47,7 @@ KNOWN_FIELDS = {
 DECLARABLE_METRICS = ("auroc", "auroc_ea", "auroc_ds", "ece", "brier", "rho_ce", "latency_ms")
 TRAINING_DATA_FIELDS = ("tasks", "splits", "text_sha256", "external")
 MAX_TEXT_HASHES = 50_000  # ~3.3 MB of metadata
-#: The metadata (or recipe) JSON: at most this many bytes (50 000 text hashes fit) and this deep.
-MAX_JSON_BYTES = 4 * 1024 * 1024
+#: The metadata (or recipe) JSON: at most settings.MAX_METADATA_BYTES and this deep.
 MAX_JSON_DEPTH = 8
 MAX_AUTHORS = 100
 MAX_AUTHOR_LENGTH = 200
@@ -90,16 +90,15 @@ def parse_json_field(value: Any, field_name: str) -> Any:
         return None
     if isinstance(value, (dict, list)):
         return value
+    limit = settings.MAX_METADATA_BYTES
     if hasattr(value, "read"):  # an uploaded probe.json file: never more than the limit + 1 byte
-        value = value.read(MAX_JSON_BYTES + 1)
+        value = value.read(limit + 1)
     if not isinstance(value, (str, bytes)):
         _fail(field_name, "must be JSON text")
     try:
-        return json_loads_strict(value, max_bytes=MAX_JSON_BYTES, max_depth=MAX_JSON_DEPTH)
+        return json_loads_strict(value, max_bytes=limit, max_depth=MAX_JSON_DEPTH)
     except JsonRejected as exc:
-        _fail(
-            field_name, f"{exc} (a JSON object of at most {MAX_JSON_BYTES // (1024 * 1024)} MB is accepted)"
-        )
+        _fail(field_name, f"{exc} (a JSON object of at most {limit:,} bytes is accepted)")
 
 
 def text_clean(value: Any, field_name: str, *, max_length: int | None, multiline: bool = False) -> str:

@@ -83,8 +83,20 @@ if not (REGISTRY_ROOT / "tasks.yaml").is_file():
     raise ImproperlyConfigured(f"PROBEBENCH_REGISTRY_ROOT={REGISTRY_ROOT} holds no tasks.yaml")
 
 MAX_ARTIFACT_BYTES = envint("PROBEBENCH_MAX_ARTIFACT_MB", "50", minimum=1) * 1024 * 1024
-DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
-FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+#: Upload limits, enforced while the body streams in (probebench/uploads.py, middleware.py):
+#: the artifact file, any other file (probe.json or a recipe sent as a file), the form fields
+#: together, and the whole body as declared by Content-Length (refused before reading).
+MAX_METADATA_BYTES = 4 * 1024 * 1024  # 50 000 text hashes fit
+MAX_REQUEST_BYTES = MAX_ARTIFACT_BYTES + 2 * MAX_METADATA_BYTES + 1024 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * MAX_METADATA_BYTES + 64 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024  # above this a file is spooled to a temporary file
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 400
+DATA_UPLOAD_MAX_NUMBER_FILES = 4
+FILE_UPLOAD_HANDLERS = [
+    "probebench.uploads.SizeLimitUploadHandler",  # first: stops a file as soon as it is over its limit
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -105,6 +117,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "probebench.middleware.RejectNulCharactersMiddleware",
+    "probebench.middleware.RequestLimitsMiddleware",  # before CSRF, which parses form bodies
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -190,6 +203,12 @@ RUN_HEARTBEAT_TIMEOUT_S = envint("PROBEBENCH_HEARTBEAT_TIMEOUT_S", "300", minimu
 #: A queued run not started after this long is re-published to the broker (lost message).
 RUN_REQUEUE_AFTER_S = envint("PROBEBENCH_REQUEUE_AFTER_S", "600", minimum=10)
 RECONCILE_EVERY_S = envint("PROBEBENCH_RECONCILE_EVERY_S", "60", minimum=5)
+#: The time budget of one evaluation run: past the soft limit the run fails with that reason (no
+#: retry); the hard limit (a little later) kills a worker stuck in native code.
+RUN_SOFT_LIMIT_S = envint("PROBEBENCH_RUN_SOFT_LIMIT_S", "3600", minimum=10)
+RUN_HARD_LIMIT_S = envint(
+    "PROBEBENCH_RUN_HARD_LIMIT_S", str(RUN_SOFT_LIMIT_S + 120), minimum=RUN_SOFT_LIMIT_S + 1
+)
 #: Which base models the workers may run (comma-separated ids; empty = all in models.yaml).
 ENABLED_MODELS = envlist("PROBEBENCH_MODELS", "")
 #: Rows in each task's quarterly holdout, minted from its holdout_pool (SPEC.md §5 norm 4).

@@ -25,7 +25,9 @@ def test_a_nul_character_in_a_query_parameter_is_a_clear_400(registry, client, u
     assert response.status_code == 400
     if url.startswith("/api/"):
         assert response["Content-Type"].startswith("application/json")
-        [message] = response.json()[name]
+        body = response.json()
+        assert body["field"] == name
+        message = body["error"]
     else:
         message = response.content.decode()
     assert f"query parameter {name!r} contains a NUL (0x00) character" in message
