@@ -43,9 +43,14 @@ def seed(
     n_tasks: int = 10,
     categories: tuple[str, ...] = ("hallucination",),
     rng_seed: int = 0,
+    detailed: int | None = None,
 ) -> dict:
     """Create ``n_probes`` scored probes, each with results on ``n_tasks`` tasks of its category,
-    spread round-robin over ``categories`` (one category: the worst case for a category page)."""
+    spread round-robin over ``categories`` (one category: the worst case for a category page).
+
+    ``detailed``: how many of them (the first ones) get full per-task results with ROC points and
+    reliability bins, as the pipeline writes them (default: all); the others get the per-task
+    numbers only, which keeps a 50,000-probe database small (no board query reads the curves)."""
     from django.contrib.auth import get_user_model
     from django.db import transaction
 
@@ -153,8 +158,10 @@ def seed(
             for v in versions
         )
         scores = []
-        for v in versions:
+        for k, v in enumerate(versions):
+            full = detailed is None or k < detailed
             auroc = rng.uniform(0.55, 0.97)
+            recall = rng.uniform(0.0, auroc - 0.5)
             measured = {
                 "auroc": auroc,
                 "ece": rng.uniform(0.01, 0.3),
@@ -179,17 +186,21 @@ def seed(
                     "auroc_ds_imputed": "auroc_ds" not in measured,
                     "ece": measured["ece"],
                     "brier": 0.2,
-                    "recall_at_1pct_fpr": 0.1,
+                    "recall_at_1pct_fpr": recall,
+                    "threshold_1pct_fpr": 2.3,
+                    "fpr_at_1pct_threshold": 0.01,
                     "n_test": 300,
-                    "roc": _roc(a),
-                    "reliability": _reliability(rng),
                     "baselines": {"random_direction": 0.5, "diff_of_means": a - 0.04},
                     "lift": {"random_direction": a - 0.5, "diff_of_means": 0.04},
                 }
+                if full:
+                    per_task[t.slug] |= {"roc": _roc(a), "reliability": _reliability(rng)}
             extra = {
                 # the pipeline stores the bootstrap interval of the category mean (scoring.py)
                 "auroc_ci": [auroc - 0.02, min(auroc + 0.02, 1.0)],
                 "brier": 0.2,
+                "recall_at_1pct_fpr": recall,
+                "fpr_at_1pct_threshold": 0.01,
                 "latency_device": "cpu (synthetic)",
                 "model_forward_ms": 10.0,
                 "transfer": {mm.slug: rng.uniform(0, 0.9) for mm in models if mm.pk != v.probe.base_model_id},

@@ -13,7 +13,9 @@ A paired, stratified bootstrap over the rows the entries were measured on:
   takes them (a task without a distshift split imputes ``factor × its resampled AUROC``), and the
   ProbeScore with ``evaluator.scoring.probe_score`` itself.
 - **Held fixed** (not measured on test rows): ρ_CE (re-fits on other base models), latency, the
-  license, the imputation factors of the weights spec.
+  license, the imputation factors of the weights spec. An entry given without any task rows (its
+  per-example results are not stored; none in normal operation) is held at its stored
+  measurements: it still takes its place in every resample's ranking.
 
 From B resamples (``BOOTSTRAP_RESAMPLES`` = 1000 unless told): each entry's ProbeScore 95%
 percentile interval and its 95% rank interval (the 2.5% and 97.5% percentiles of its rank, where
@@ -66,7 +68,7 @@ class TaskRows:
 @dataclass(frozen=True)
 class BoardEntry:
     key: str  # what the caller identifies the entry by (a probe version id, a slug)
-    tasks: Mapping[str, TaskRows]
+    tasks: Mapping[str, TaskRows]  # empty: held fixed (see the module docstring)
     #: the stored aggregate measurements; the fixed components (latency_ms, license, rho_ce,
     #: ea_not_applicable, auroc_ds_partial_note) are taken from here
     measurements: Measurements
@@ -270,9 +272,6 @@ def board_rank_intervals(
         return []
     if len({e.key for e in entries}) != len(entries):
         raise MetricInputError("board entries must have distinct keys")
-    for e in entries:
-        if not e.tasks:
-            raise MetricInputError(f"entry {e.key}: no task rows")
     task_ids = sorted({t for e in entries for t in e.tasks})
     resampled = {t: _task_resamples(entries, t, n_resamples=n_resamples, seed=seed) for t in task_ids}
 
@@ -281,6 +280,11 @@ def board_rank_intervals(
     keys = np.empty((n_draws, len(entries)))
     licenses = dict(licenses)
     for k, e in enumerate(entries):
+        if not e.tasks:  # no stored rows: held at its stored measurements in every resample
+            score = probe_score(e.measurements, spec=spec, licenses=licenses)
+            totals[:, k] = score.total
+            keys[:, k] = ranking_key(score.total, score.components["license"].contribution)[0]
+            continue
         per_task = [resampled[t][e.key] for t in sorted(e.tasks)]
         for b in range(n_draws):
             score = probe_score(

@@ -198,3 +198,14 @@ def test_a_license_alone_never_splits_a_tie():
     assert list(got) == ["open", "closed"]  # license breaks the exact tie in the order only
     assert got["open"].rank == got["closed"].rank == 1
     assert got["open"].tie_group == got["closed"].tie_group
+
+
+def test_an_entry_without_stored_rows_is_held_fixed_but_still_takes_its_place():
+    a = entry("a", {"t1": task_rows("t1", 1, 1.0)})
+    b = entry("b", {"t1": task_rows("t1", 2, 0.95)})
+    fixed = BoardEntry(key="fixed", tasks={}, measurements=a.measurements)  # a's numbers, no rows
+    got = rank([a, b, fixed], n_resamples=200)
+    total = probe_score(a.measurements, spec=SPEC, licenses=REG.licenses).total
+    assert got["fixed"].score == got["fixed"].score_ci[0] == got["fixed"].score_ci[1] == total
+    assert got["fixed"].rank == got["a"].rank == 1
+    assert got["a"].rank_ci[1] >= 2 and got["fixed"].rank_ci[1] >= 2  # a and b swap places
