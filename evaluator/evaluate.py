@@ -136,6 +136,7 @@ def _run_with_activations(
     progress: Progress,
     split_file: str | Path | None = None,
     split_sha256: str | None = None,
+    protocol: Protocol | None = None,
 ) -> tuple[RunResult, SplitActivations, LoadedModel]:
     from evaluator.activations import ActivationCache, split_activations
     from evaluator.models import load_model
@@ -144,7 +145,14 @@ def _run_with_activations(
     config = harvest_config or harvest_config_default(registry)
     progress(0.0, "load model")
     if lm is None:
-        lm = load_model(probe.base_model, registry=registry, cache_dir=cache_dir, device=device, dtype=dtype)
+        lm = load_model(
+            probe.base_model,
+            registry=registry,
+            cache_dir=cache_dir,
+            device=device,
+            dtype=dtype,
+            protocol=protocol,
+        )
     elif lm.id != probe.base_model:
         raise EvaluatorError(f"probe {probe.metadata.name!r} reads {probe.base_model}, not {lm.id}")
     loaded = time.perf_counter()
@@ -541,6 +549,7 @@ class _Setup:
     device: str | None
     dtype: str | None
     config: HarvestConfig
+    protocol: Protocol | None = None  # given: the protocol is enforced (a board number)
 
     def run(self, probe: Probe, task_id: str, split: str, lm: LoadedModel | None, progress: Progress):
         return _run_with_activations(
@@ -554,6 +563,7 @@ class _Setup:
             dtype=self.dtype,
             harvest_config=self.config,
             progress=progress,
+            protocol=self.protocol,
         )
 
 
@@ -573,6 +583,7 @@ def evaluate_probe(
     dtype: str | None = None,
     harvest_config: HarvestConfig | None = None,
     progress: Progress | None = None,
+    protocol: str | None = None,
 ) -> ProbeEvaluation:
     """Evaluate one probe version on its category's active tasks (or ``tasks``) on its base model.
 
@@ -582,15 +593,21 @@ def evaluate_probe(
     scores), the aggregate Measurements and the ProbeScore under ``spec_version`` (default:
     the latest spec). Numerics: the registry's current measurement protocol (float32, its
     harvest settings) unless ``dtype``/``harvest_config`` say otherwise (then ``protocol`` is
-    None in the result: exploration, not a board number).
+    None in the result: exploration, not a board number). ``protocol``: a protocol id to
+    enforce (a dtype it does not allow raises ProtocolViolation).
     """
+    from evaluator.activations import HarvestConfig
     from evaluator.latency import measure_latency
     from evaluator.scoring import probe_score
 
     start = time.perf_counter()
     progress = progress or no_progress
     reg = as_registry(registry)
-    setup = _Setup(reg, cache_dir, device, dtype, harvest_config or harvest_config_default(reg))
+    enforced = reg.protocol(protocol) if protocol else None
+    config = harvest_config
+    if config is None:
+        config = harvest_config_default(reg) if enforced is None else HarvestConfig.from_protocol(enforced)
+    setup = _Setup(reg, cache_dir, device, dtype, config, enforced)
     p = as_probe(probe, reg)
     spec = reg.spec(spec_version)
     task_ids = _tasks_for(p, reg, tasks)
@@ -627,6 +644,7 @@ def evaluate_probe(
                 harvest_config=setup.config,
                 lm=lm,
                 progress=sub_progress(progress, 0.6, 0.7),
+                protocol=enforced,
             ),
             "reproduction check",
             notes,
@@ -761,6 +779,21 @@ def _transfer(
         "cross-model transfer",
         notes,
     )
+
+
+def ea_reference_probe_dir(registry: Registry, base_model: str) -> Path | None:
+    """The registry's eval-awareness reference probe for ``base_model`` (the one the board uses
+    for auroc_ea: registry/reference_probes/ea-<model>, from the manifest), or None when the
+    registry ships none (then auroc_ea is imputed, flagged)."""
+    from evaluator.reference_probes import ea_reference_for, load_manifest, manifest_path
+
+    if not manifest_path(registry.root).is_file():
+        return None
+    entry = ea_reference_for(load_manifest(registry), base_model)
+    if entry is None:
+        return None
+    directory = entry.directory(registry.root)
+    return directory if directory.is_dir() else None
 
 
 def median_length_prompt(registry: Registry, task_id: str, input_kind: str) -> str:
