@@ -10,6 +10,7 @@ JSON on stdout, progress bars on stderr. Defaults: registry = the project root, 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -64,20 +65,27 @@ def _common(p: argparse.ArgumentParser) -> None:
         default=None,
         help="model + activation cache (default $PROBEBENCH_DATA_DIR/cache or ./var/cache)",
     )
-    p.add_argument("--device", default=None, help="cpu, cuda, … (default: CUDA when available)")
+    p.add_argument(
+        "--device",
+        default=None,
+        help="cpu or cuda (float32 with TF32 off on both: the protocol's); default: CUDA when available",
+    )
     p.add_argument(
         "--dtype",
         default=None,
         choices=["auto", "float32", "bfloat16"],
-        help="compute dtype (default auto: bf16 only where native and validated)",
+        help="compute dtype (default: the measurement protocol's float32, the board's numbers);"
+        ' bfloat16/auto are for exploration only: the output then says "protocol": null',
     )
     p.add_argument("--max-length", type=int, default=None, help="tokens kept per prompt (default 512)")
 
 
-def _harvest_config(args: argparse.Namespace):
+def _harvest_config(args: argparse.Namespace, registry=None):
+    """The protocol's harvest settings (``--max-length`` overrides them: exploration)."""
     from evaluator.activations import HarvestConfig
 
-    return HarvestConfig(max_length=args.max_length) if args.max_length else HarvestConfig()
+    base = HarvestConfig.from_protocol(registry.protocol()) if registry is not None else HarvestConfig()
+    return dataclasses.replace(base, max_length=args.max_length) if args.max_length else base
 
 
 # --------------------------------------------------------------------------- train
@@ -195,7 +203,17 @@ def _evaluate_args(p: argparse.ArgumentParser) -> None:
         "--reference-probe",
         type=Path,
         default=None,
-        help="eval-awareness reference probe for the same base model (else auroc_ea is imputed)",
+        help="eval-awareness reference probe for the same base model (default: the registry's,"
+        " registry/reference_probes/ea-<model>, as on the board)",
+    )
+    p.add_argument(
+        "--no-reference-probe", action="store_true", help="no reference probe: auroc_ea imputed, flagged"
+    )
+    p.add_argument(
+        "--protocol",
+        default=None,
+        help="measurement protocol id to enforce (default: the registry's current one, e.g. p1;"
+        " with --dtype bfloat16 the run is exploration, not a board number)",
     )
     p.add_argument("--spec", default=None, help="weights spec version (default: the latest)")
     p.add_argument(
@@ -216,10 +234,17 @@ def _csv(value: str | None) -> list[str] | None:
 
 @command("evaluate", _evaluate_args)
 def run_evaluate(args: argparse.Namespace) -> dict:
-    from evaluator.evaluate import evaluate_probe
+    """The board's numbers by default: the current protocol, the registry's eval-awareness
+    reference probe for the probe's base model, the latest weights spec, the category's active
+    tasks, cross-model transfer to every other base model."""
+    from evaluator.evaluate import ea_reference_probe_dir, evaluate_probe
+    from evaluator.probes import load_probe
     from evaluator.registry import load_registry
 
     reg = load_registry(args.registry)
+    reference = args.reference_probe
+    if reference is None and not args.no_reference_probe:
+        reference = ea_reference_probe_dir(reg, load_probe(args.probe, registry=reg).base_model)
     bar = ProgressBar("evaluate")
     try:
         result = evaluate_probe(
@@ -227,7 +252,7 @@ def run_evaluate(args: argparse.Namespace) -> dict:
             registry=reg,
             cache_dir=args.cache_dir or default_cache_dir(),
             tasks=_csv(args.tasks),
-            reference_probe=args.reference_probe,
+            reference_probe=reference,
             spec_version=args.spec,
             transfer_targets=_csv(args.transfer_targets),
             compute_transfer=not args.no_transfer,
@@ -235,9 +260,17 @@ def run_evaluate(args: argparse.Namespace) -> dict:
             latency_reps=args.latency_reps,
             device=args.device,
             dtype=args.dtype,
-            harvest_config=_harvest_config(args),
+            harvest_config=_harvest_config(args, reg),
             progress=bar,
+            protocol=args.protocol,
         )
     finally:
         bar.close()
-    return result.to_dict(include_examples=args.examples)
+    out = result.to_dict(include_examples=args.examples)
+    out["reference_probe"] = str(reference) if reference is not None else None
+    if result.protocol is None:
+        out["notes"].append(
+            "exploration: not measured under the protocol (dtype or harvest settings differ);"
+            " these numbers are not comparable with the board's"
+        )
+    return out
