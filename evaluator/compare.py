@@ -8,6 +8,7 @@
   the rows within each class (the same rows for both probes, so the interval is paired), fixed
   seed.
 - ``scores_compare``: both, as ``python -m evaluator compare`` prints them.
+- ``rows_compare``: the same on the rows two probes share (paired by row id), or why not.
 
 Only numpy (and ``math``); the p-value uses ``math.erfc``.
 """
@@ -15,6 +16,7 @@ Only numpy (and ``math``); the p-value uses ``math.erfc``.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -152,3 +154,43 @@ def scores_compare(
         "delta_ci": [lo, hi],
         "p_value": test.p_value,
     }
+
+
+def rows_compare(
+    *,
+    a: Mapping[str, tuple[int, float]],
+    b: Mapping[str, tuple[int, float]],
+    n_resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict:
+    """Compare two probes on the rows they share: ``a`` and ``b`` map a row id to (label, score).
+
+    Probes on different base models read the same task rows (a row id is the task's), so they are
+    paired on the ids both were scored on. Returns ``{"paired": True, "n_shared", "n_a", "n_b",
+    **scores_compare(...)}``, or ``{"paired": False, "reason", ...}`` when the shared rows cannot
+    support a paired comparison (no shared rows, as on a task whose rows are generated per model,
+    or fewer than two of a class).
+    """
+    shared = [i for i in a if i in b]
+    base = {"n_shared": len(shared), "n_a": len(a), "n_b": len(b)}
+    mismatched = [i for i in shared if int(a[i][0]) != int(b[i][0])]
+    if mismatched:
+        raise MetricInputError(
+            f"row {mismatched[0]} has label {a[mismatched[0]][0]} for one probe and "
+            f"{b[mismatched[0]][0]} for the other"
+        )
+    if not shared:
+        return base | {"paired": False, "reason": "the two probes share no scored row on this task"}
+    labels = np.array([int(a[i][0]) for i in shared])
+    n_pos = int(labels.sum())
+    if n_pos < 2 or labels.size - n_pos < 2:
+        return base | {
+            "paired": False,
+            "reason": f"the shared rows hold {n_pos} positive and {labels.size - n_pos} negative;"
+            " a paired comparison needs at least 2 of each",
+        }
+    out = scores_compare(
+        [a[i][1] for i in shared], [b[i][1] for i in shared], labels, n_resamples=n_resamples, seed=seed
+    )
+    out.pop("n")
+    return base | {"paired": True} | out

@@ -189,3 +189,33 @@ def test_compare_command_rejects_malformed_csv(tmp_path, content, message):
     proc = run_cli("--scores", f)
     assert proc.returncode == 2
     assert message in proc.stderr
+
+
+def test_probes_on_different_models_are_compared_on_the_rows_they_share():
+    a, b, y = correlated_probes(12, 120)
+    ids = [f"row-{i}" for i in range(120)]
+    rows_a = {ids[i]: (int(y[i]), float(a[i])) for i in range(100)}  # a misses the last 20 rows
+    rows_b = {ids[i]: (int(y[i]), float(b[i])) for i in reversed(range(10, 120))}  # b the first 10
+    got = compare.rows_compare(a=rows_a, b=rows_b, n_resamples=200)
+    assert got["paired"] and (got["n_shared"], got["n_a"], got["n_b"]) == (90, 100, 110)
+    expected = compare.scores_compare(a[10:100], b[10:100], y[10:100], n_resamples=200)
+    assert got["auroc_a"] == pytest.approx(expected["auroc_a"], abs=1e-12)
+    assert got["p_value"] == pytest.approx(expected["p_value"], abs=1e-12)
+    assert got["delta_ci"] == expected["delta_ci"]
+
+
+def test_rows_that_are_not_shared_cannot_be_paired():
+    rows_a = {"m1-0": (1, 0.5), "m1-1": (0, 0.1)}
+    rows_b = {"m2-0": (1, 0.7), "m2-1": (0, 0.2)}
+    got = compare.rows_compare(a=rows_a, b=rows_b)
+    assert got == {"n_shared": 0, "n_a": 2, "n_b": 2, "paired": False, "reason": got["reason"]}
+    assert "share no scored row" in got["reason"]
+    few = compare.rows_compare(
+        a={"r0": (1, 0.5), "r1": (0, 0.1), "r2": (0, 0.3)}, b={"r0": (1, 0.2), "r1": (0, 0.4), "r2": (0, 0.1)}
+    )
+    assert not few["paired"] and "at least 2 of each" in few["reason"]
+
+
+def test_a_row_labelled_differently_for_the_two_probes_is_an_error():
+    with pytest.raises(MetricInputError, match="row r0 has label 1 for one probe and 0"):
+        compare.rows_compare(a={"r0": (1, 0.5)}, b={"r0": (0, 0.5)})
