@@ -91,7 +91,21 @@ class ProbeAdmin(admin.ModelAdmin):
     )
     list_filter = ("category", "base_model", "status", "is_reference")
     search_fields = ("slug", "name", "owner__username")
-    readonly_fields = ("slug", "owner", "category", "base_model", "created_at", "stability_quarters")
+    # Reference role, status and deprecation are written by the services (reference updates,
+    # quarterly cycles), which also rescore and record why: never edited by hand here.
+    readonly_fields = (
+        "slug",
+        "owner",
+        "category",
+        "base_model",
+        "is_reference",
+        "reference_role",
+        "status",
+        "deprecated_reason",
+        "deprecated_at",
+        "created_at",
+        "stability_quarters",
+    )
     inlines = [ProbeVersionInline]
 
 
