@@ -15,8 +15,13 @@ from probebench.uploads import UploadTooLarge
 
 def _refusal(request, message: str, *, field: str | None, status: int) -> HttpResponse:
     if request.path.startswith("/api/"):
-        return JsonResponse({"error": message, "field": field}, status=status)
-    return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
+        response = JsonResponse({"error": message, "field": field}, status=status)
+    else:
+        response = HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
+    # answered before the rest of the stack (CommonMiddleware sets it there): a client that is
+    # still sending its body reads the whole answer without waiting for the connection to close
+    response["Content-Length"] = str(len(response.content))
+    return response
 
 
 class RejectNulCharactersMiddleware:

@@ -11,7 +11,6 @@ import struct
 
 import numpy as np
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from leaderboard.models import Probe
@@ -28,8 +27,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def api(registry, researcher):
+    """The researcher's API client (how a token authenticates is not what these tests are about)."""
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
+    client.force_authenticate(user=researcher)
     return client
 
 
