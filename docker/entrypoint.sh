@@ -7,7 +7,8 @@ case "$role" in
   web)
     python manage.py migrate --noinput
     python manage.py sync_registry
-    exec gunicorn probebench.wsgi:application --bind 0.0.0.0:8000 --workers "${WEB_WORKERS:-3}" --access-logfile -
+    # gthread workers, timeouts and limits: docker/gunicorn.conf.py (WEB_* variables)
+    exec gunicorn -c "$(dirname "$0")/gunicorn.conf.py" probebench.wsgi:application
     ;;
   worker)
     # One evaluation at a time per worker process: a run holds a base model in memory.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse, JsonResponse, UnreadablePostError
 
 from probebench.uploads import UploadTooLarge
 
@@ -119,6 +119,12 @@ class RequestLimitsMiddleware:
                 f"the request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} form fields",
                 field=None,
                 status=400,
+            )
+        if isinstance(exception, UnreadablePostError):
+            # the body stopped arriving (the web server's idle limit, docker/gunicorn.conf.py) or
+            # the client went away: not a server error
+            return _refusal(
+                request, "the request body stopped arriving before its end", field=None, status=408
             )
         if isinstance(exception, TooManyFilesSent):
             return _refusal(
