@@ -196,7 +196,7 @@ def seed(
                 if full:
                     per_task[t.slug] |= {"roc": _roc(a), "reliability": _reliability(rng)}
             extra = {
-                # the pipeline stores the bootstrap interval of the category mean (scoring.py)
+                # the pipeline stores the bootstrap interval of the category mean (services/scores.py)
                 "auroc_ci": [auroc - 0.02, min(auroc + 0.02, 1.0)],
                 "brier": 0.2,
                 "recall_at_1pct_fpr": recall,

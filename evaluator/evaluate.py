@@ -27,6 +27,7 @@ import numpy as np
 from evaluator import CODE_VERSION
 from evaluator.errors import EvaluatorError, InfrastructureError, RegistryError
 from evaluator.measure import ScoredExamples, TaskMetrics, aggregate_measurements, declared_gaps, task_metrics
+from evaluator.registry import EVAL_AWARENESS
 from evaluator.results import Progress, fields_dict, jsonable, no_progress, sub_progress
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -611,7 +612,7 @@ def evaluate_probe(
     p = as_probe(probe, reg)
     spec = reg.spec(spec_version)
     task_ids = _tasks_for(p, reg, tasks)
-    ea_applicable = p.metadata.category != "eval_awareness"
+    ea_applicable = p.metadata.category != EVAL_AWARENESS
     ref = as_probe(reference_probe, reg) if (reference_probe is not None and ea_applicable) else None
     if ref is not None and ref.base_model != p.base_model:
         raise EvaluatorError(f"the reference probe reads {ref.base_model}, the probe reads {p.base_model}")
@@ -738,7 +739,7 @@ def _evaluate_task(
         distshift=runs["distshift"].examples if "distshift" in runs else None,
         ea_reference=ea_scores,
         train_negative_scores=train.scores[train.labels == 0],
-        ea_applicable=probe.metadata.category != "eval_awareness",
+        ea_applicable=probe.metadata.category != EVAL_AWARENESS,
         imputation=imputation,
     )
     task_baselines = baselines(acts["train"], acts["test"], probe_auroc=metrics.auroc)

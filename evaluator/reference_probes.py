@@ -48,6 +48,7 @@ import numpy as np
 from evaluator import CODE_VERSION
 from evaluator.cli import command
 from evaluator.errors import EvaluatorError, RegistryError
+from evaluator.registry import EVAL_AWARENESS
 
 if TYPE_CHECKING:  # pragma: no cover
     from evaluator.activations import ActivationCache, HarvestConfig, Progress, SplitActivations
@@ -61,7 +62,7 @@ log = logging.getLogger(__name__)
 
 MANIFEST = Path("registry") / "reference_probes" / "manifest.yaml"
 SIDECAR = "reference.json"
-ROLES = ("eval_awareness", "")
+ROLES = (EVAL_AWARENESS, "")
 LICENSE = "Apache-2.0"
 AUTHORS = ("ProbeBench maintainers",)
 SWEEP_FOLDS = 5
@@ -215,10 +216,10 @@ def load_manifest(registry: Registry, path: str | Path | None = None) -> list[Re
         )
         entry.recipe_at(0, registry)  # method, task, template, hyperparameters valid
         category = registry.task(entry.task).category
-        if (role == "eval_awareness") != (category == "eval_awareness"):
+        if (role == EVAL_AWARENESS) != (category == EVAL_AWARENESS):
             raise RegistryError(f"{where}: role {role!r} but task {entry.task} is in category {category}")
         entries.append(entry)
-    ea = [e for e in entries if e.role == "eval_awareness"]
+    ea = [e for e in entries if e.role == EVAL_AWARENESS]
     if entries[: len(ea)] != ea:
         raise RegistryError(f"{path}: the eval_awareness reference probes must come first")
     ea_models = [e.base_model for e in ea]
@@ -232,7 +233,7 @@ def load_manifest(registry: Registry, path: str | Path | None = None) -> list[Re
 
 def ea_reference_for(entries: Sequence[ReferenceEntry], base_model: str) -> ReferenceEntry | None:
     """The eval-awareness reference entry of ``base_model``."""
-    return next((e for e in entries if e.role == "eval_awareness" and e.base_model == base_model), None)
+    return next((e for e in entries if e.role == EVAL_AWARENESS and e.base_model == base_model), None)
 
 
 # --------------------------------------------------------------------------- the layer sweep
@@ -766,7 +767,7 @@ def run_reference_probes(args: argparse.Namespace) -> dict[str, Any]:
             results.append(check.to_dict())
             continue
         ea = ea_reference_for(entries, entry.base_model)
-        ref_dir = ea.directory(reg.root) if (ea is not None and entry.role != "eval_awareness") else None
+        ref_dir = ea.directory(reg.root) if (ea is not None and entry.role != EVAL_AWARENESS) else None
         if args.no_evaluate:
             from evaluator.probes import save_probe
 

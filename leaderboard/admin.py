@@ -145,7 +145,7 @@ class SubmissionAdmin(admin.ModelAdmin):
 
     @admin.action(description="Reject selected submissions (uses each one's rejection reason)")
     def reject_selected(self, request, queryset):
-        from leaderboard.services import submission_reject
+        from leaderboard.services.submissions import submission_reject
 
         for sub in queryset:
             try:
@@ -246,7 +246,7 @@ class ReevaluationCycleAdmin(admin.ModelAdmin):
         from django.shortcuts import redirect
         from django.template.response import TemplateResponse
 
-        from leaderboard.reevaluation import reevaluation_start
+        from leaderboard.services.reevaluation import reevaluation_start
 
         if not self.has_add_permission(request):
             raise PermissionDenied
@@ -378,7 +378,7 @@ class LeakageRecordAdmin(admin.ModelAdmin):
         super().delete_queryset(request, queryset)
 
     def save_model(self, request, obj, form, change):
-        from leaderboard.services import leakage_record_open, leakage_record_review
+        from leaderboard.services.leakage import leakage_record_open, leakage_record_review
 
         if not change:
             record = leakage_record_open(
@@ -407,7 +407,7 @@ class LeakageRecordAdmin(admin.ModelAdmin):
         self._review(request, queryset, confirm=False)
 
     def _review(self, request, queryset, *, confirm: bool) -> None:
-        from leaderboard.services import leakage_record_review
+        from leaderboard.services.leakage import leakage_record_review
 
         for record in queryset.filter(status=m.LeakageRecord.Status.OPEN):
             try:

@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from leaderboard.api_submissions import ErrorSerializer, error_response
 from leaderboard.errors import ServiceError
-from leaderboard.reevaluation import reevaluation_start
+from leaderboard.services.reevaluation import reevaluation_start
 
 
 class ReevaluationStartApi(APIView):

@@ -18,8 +18,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from leaderboard.errors import ServiceError
-from leaderboard.selectors_submit import submission_detail_get, submissions_for_user
-from leaderboard.services import submission_create
+from leaderboard.selectors.submissions import submission_detail_get, submissions_for_user
+from leaderboard.services.submissions import submission_create
 
 ErrorSerializer = inline_serializer(
     "Error", fields={"error": serializers.CharField(), "field": serializers.CharField(allow_null=True)}

@@ -29,5 +29,9 @@ class Conflict(ServiceError):
     status_code = 409
 
 
+class InfrastructureFault(Exception):
+    """Raised by an evaluation run to the Celery task so that it retries with backoff."""
+
+
 class ImmutableRecordError(Exception):
     """A confirmed leakage record was about to be changed or deleted."""

@@ -3,37 +3,45 @@
 Evaluation runs go to the ``gpu`` queue with ``acks_late`` (a worker that dies mid-run leaves
 the message to be redelivered; the conditional claim in the service makes a redelivery of a run
 that is already running or finished a no-op). Retries with backoff live here, state rules in the
-service.
+service. The services are imported inside the task bodies (the services publish tasks by name,
+see ``leaderboard.services.runs``); what a decorator needs comes from ``leaderboard.errors`` and
+``leaderboard.policy``. Task names (``leaderboard.tasks.<function>``) are what
+probebench/celery.py routes and schedules.
 """
 
 from celery import shared_task
 
-from leaderboard import services
+from leaderboard.errors import InfrastructureFault
+from leaderboard.policy import MAX_ATTEMPTS
 
 
 @shared_task(
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
-    autoretry_for=(services.InfrastructureFault,),
+    autoretry_for=(InfrastructureFault,),
     retry_backoff=10,
     retry_backoff_max=300,
     retry_jitter=True,
-    max_retries=services.MAX_ATTEMPTS,
+    max_retries=MAX_ATTEMPTS,
 )
 def evaluation_run_execute_task(self, run_id: int) -> str:
-    return services.evaluation_run_execute(run_id=run_id, worker=self.request.hostname)
+    from leaderboard.services.lifecycle import evaluation_run_process
+
+    return evaluation_run_process(run_id=run_id, worker=self.request.hostname)
 
 
 @shared_task(acks_late=True)
 def evaluation_runs_reconcile_task() -> dict:
-    return services.evaluation_runs_reconcile()
+    from leaderboard.services.lifecycle import evaluation_runs_reconcile
+
+    return evaluation_runs_reconcile()
 
 
 @shared_task(acks_late=True)
 def reference_update_advance_task(update_id: int) -> str:
     """Recompute the dependents of an eval-awareness reference update (no model: bookkeeping,
     on the default queue)."""
-    from leaderboard.reevaluation import reference_update_advance
+    from leaderboard.services.reference_updates import reference_update_advance
 
     return reference_update_advance(update_id=update_id).status

@@ -16,8 +16,30 @@ from django.shortcuts import render
 from django.utils.cache import patch_cache_control
 from django.views.decorators.http import conditional_page, require_safe
 
-from leaderboard import plots, selectors
-from leaderboard.selectors import BoardQueryError
+from evaluator.registry import COMPONENTS
+from leaderboard import plots
+from leaderboard.presentation import COMPONENT_LABELS, POLICY
+from leaderboard.selectors import cycles, registry
+from leaderboard.selectors.board import (
+    BOARD_STATUSES,
+    Board,
+    BoardQueryError,
+    board_details_attach,
+    board_filter_choices,
+    board_get,
+    board_overview,
+    board_query_from_params,
+    category_tabs,
+)
+from leaderboard.selectors.cycles import (
+    leakage_public_list,
+    reevaluation_detail,
+    reference_update_get,
+    reference_update_list,
+)
+from leaderboard.selectors.probes import artifact_version_get, probe_detail
+from leaderboard.selectors.registry import base_model_detail, base_model_list, task_detail
+from leaderboard.selectors.submissions import submission_queue
 
 PUBLIC_MAX_AGE = 60
 BOARD_PAGE_SIZE = 50
@@ -51,7 +73,7 @@ def _with(params, **changes) -> str:
     return "?" + urlencode(merged) if merged else "?"
 
 
-def _sort_headers(board: selectors.Board, params) -> list[dict]:
+def _sort_headers(board: Board, params) -> list[dict]:
     """The sortable column headers: label, weight, link and aria-sort."""
     q = board.query
     columns = [{"key": "score", "label": "ProbeScore", "short": "ProbeScore", "weight": None}]
@@ -75,17 +97,17 @@ def _sort_headers(board: selectors.Board, params) -> list[dict]:
     return headers
 
 
-def _board_context(request, board: selectors.Board) -> dict:
+def _board_context(request, board: Board) -> dict:
     params = request.GET
     page = Paginator(board.rows, BOARD_PAGE_SIZE).get_page(params.get("page"))
-    selectors.board_details_attach(page.object_list)
+    board_details_attach(page.object_list)
     return {
         "board": board,
         "page_obj": page,
         "rows": page.object_list,
         "headers": _sort_headers(board, params),
-        "choices": selectors.board_filter_choices(),
-        "statuses": selectors.BOARD_STATUSES,
+        "choices": board_filter_choices(),
+        "statuses": BOARD_STATUSES,
         "prev_href": _with(params, page=page.previous_page_number()) if page.has_previous() else None,
         "next_href": _with(params, page=page.next_page_number()) if page.has_next() else None,
         "export_query": _with(params, page=None)[1:],
@@ -98,26 +120,26 @@ def _board_context(request, board: selectors.Board) -> dict:
 @public_page
 def index(request):
     try:
-        spec, specs, summaries = selectors.board_overview(spec=request.GET.get("spec") or None)
+        spec, specs, summaries = board_overview(spec=request.GET.get("spec") or None)
     except BoardQueryError as exc:
         return _bad_request(request, exc)
     return render(
         request,
         "leaderboard/index.html",
-        {"spec": spec, "specs": specs, "summaries": summaries, "tabs": selectors.category_tabs()},
+        {"spec": spec, "specs": specs, "summaries": summaries, "tabs": category_tabs()},
     )
 
 
 @public_page
 def category(request, slug):
     try:
-        query = selectors.board_query_from_params(request.GET, category=slug)
-        board = selectors.board_get(query=query)
+        query = board_query_from_params(request.GET, category=slug)
+        board = board_get(query=query)
     except BoardQueryError as exc:
         if exc.param == "category":
             raise Http404(exc.message) from None
         return _bad_request(request, exc)
-    context = _board_context(request, board) | {"tabs": selectors.category_tabs(), "current": slug}
+    context = _board_context(request, board) | {"tabs": category_tabs(), "current": slug}
     return render(request, "leaderboard/category.html", context)
 
 
@@ -147,7 +169,7 @@ def probe(request, slug):
     if version is not None and not version.isdigit():
         raise Http404("no such version")
     try:
-        detail = selectors.probe_detail(
+        detail = probe_detail(
             slug=slug, spec=request.GET.get("spec") or None, version=int(version) if version else None
         )
     except BoardQueryError as exc:
@@ -166,10 +188,10 @@ def probe(request, slug):
         [
             {
                 "name": name,
-                "label": selectors.COMPONENT_LABELS[name],
+                "label": COMPONENT_LABELS[name],
                 "c": (detail.score.components or {}).get(name),
             }
-            for name in selectors.COMPONENTS
+            for name in COMPONENTS
         ]
         if detail.score
         else []
@@ -177,13 +199,13 @@ def probe(request, slug):
     return render(
         request,
         "leaderboard/probe.html",
-        {"d": detail, "charts": charts, "components": components, "policy": selectors.POLICY},
+        {"d": detail, "charts": charts, "components": components, "policy": POLICY},
     )
 
 
 def artifact(request, slug, number):
     """The artifact of a public version, as bytes (never for unscored, failed or rejected ones)."""
-    version = selectors.artifact_version_get(slug=slug, number=number)
+    version = artifact_version_get(slug=slug, number=number)
     if version is None:
         raise Http404("no public version")
     root = settings.ARTIFACT_ROOT.resolve()
@@ -213,13 +235,13 @@ def task_list(request):
     return render(
         request,
         "leaderboard/task_list.html",
-        {"tasks": selectors.task_list(), "tabs": selectors.category_tabs()},
+        {"tasks": registry.task_list(), "tabs": category_tabs()},
     )
 
 
 @public_page
 def task(request, slug):
-    detail = selectors.task_detail(slug=slug)
+    detail = task_detail(slug=slug)
     if detail is None:
         raise Http404("no such task")
     return render(request, "leaderboard/task.html", {"d": detail})
@@ -227,12 +249,12 @@ def task(request, slug):
 
 @public_page
 def model_list(request):
-    return render(request, "leaderboard/model_list.html", {"models": selectors.base_model_list()})
+    return render(request, "leaderboard/model_list.html", {"models": base_model_list()})
 
 
 @public_page
 def model(request, slug):
-    detail = selectors.base_model_detail(slug=slug)
+    detail = base_model_detail(slug=slug)
     if detail is None:
         raise Http404("no such base model")
     return render(request, "leaderboard/model.html", {"d": detail, "board": detail.board})
@@ -240,7 +262,7 @@ def model(request, slug):
 
 @public_page
 def methodology(request):
-    return render(request, "leaderboard/methodology.html", selectors.methodology())
+    return render(request, "leaderboard/methodology.html", registry.methodology())
 
 
 # --------------------------------------------------------------------------- cycles, leakage, queue
@@ -251,13 +273,13 @@ def reevaluation_list(request):
     return render(
         request,
         "leaderboard/reevaluation_list.html",
-        {"cycles": selectors.reevaluation_list(), "updates": selectors.reference_update_list()},
+        {"cycles": cycles.reevaluation_list(), "updates": reference_update_list()},
     )
 
 
 @public_page
 def reference_update(request, pk):
-    update = selectors.reference_update_get(pk=pk)
+    update = reference_update_get(pk=pk)
     if update is None:
         raise Http404("no such reference update")
     return render(request, "leaderboard/reference_update.html", {"update": update})
@@ -265,7 +287,7 @@ def reference_update(request, pk):
 
 @public_page
 def reevaluation(request, quarter):
-    found = selectors.reevaluation_detail(quarter=quarter)
+    found = reevaluation_detail(quarter=quarter)
     if found is None:
         raise Http404("no such cycle")
     cycle, results = found
@@ -273,13 +295,13 @@ def reevaluation(request, quarter):
     return render(
         request,
         "leaderboard/reevaluation.html",
-        {"cycle": cycle, "results": results, "listed": listed, "policy": selectors.POLICY},
+        {"cycle": cycle, "results": results, "listed": listed, "policy": POLICY},
     )
 
 
 @public_page
 def leakage(request):
-    return render(request, "leaderboard/leakage.html", {"records": selectors.leakage_public_list()})
+    return render(request, "leaderboard/leakage.html", {"records": leakage_public_list()})
 
 
 @public_page
@@ -287,5 +309,5 @@ def queue(request):
     return render(
         request,
         "leaderboard/queue.html",
-        {"entries": selectors.submission_queue(), "goal_days": selectors.POLICY["review_goal_days"]},
+        {"entries": submission_queue(), "goal_days": POLICY["review_goal_days"]},
     )

@@ -13,8 +13,8 @@ from rest_framework.authtoken.models import Token
 from leaderboard.errors import ServiceError
 from leaderboard.forms import SignupForm, SubmissionForm
 from leaderboard.models import Submission
-from leaderboard.selectors_submit import submission_detail_get
-from leaderboard.services import submission_create
+from leaderboard.selectors.submissions import submission_detail_get
+from leaderboard.services.submissions import submission_create
 from probebench.security import form_throttled
 
 # form field that shows a service error about a metadata key

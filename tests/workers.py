@@ -195,7 +195,7 @@ def submit_dir(user, probe_dir: Path, **kwargs):
     """Submit a probe directory through the submission service."""
     import json
 
-    from leaderboard.services import submission_create
+    from leaderboard.services.submissions import submission_create
 
     with open(probe_dir / "probe.safetensors", "rb") as fh:
         return submission_create(

@@ -284,7 +284,7 @@ def test_a_new_reference_version_recomputes_auroc_ea_from_stored_scores_without_
     board, trained, reference_v2, worker_env, maintainer, researcher, monkeypatch, client
 ):
     from evaluator.metrics import auroc_ea
-    from leaderboard.reevaluation import reference_update_advance
+    from leaderboard.services.reference_updates import reference_update_advance
 
     # a worker that runs models (the gpu queue) but no bookkeeping (the default queue), so the
     # recompute waits for this process, where no model can be loaded
@@ -332,7 +332,7 @@ def test_a_new_reference_version_recomputes_auroc_ea_from_stored_scores_without_
         raise AssertionError("a model was loaded while recomputing auroc_ea")
 
     monkeypatch.setattr("evaluator.models.load_model", no_model)
-    monkeypatch.setattr("leaderboard.evaluation.loaded_model", no_model)
+    monkeypatch.setattr("leaderboard.runner.loaded_model", no_model)
     update = reference_update_advance(update_id=update.pk)
 
     assert update.status == "completed" and update.error == ""

@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from leaderboard import services
 from leaderboard.models import EvaluationRun, Submission
+from leaderboard.services.lifecycle import evaluation_runs_reconcile
 from leaderboard.tasks import evaluation_run_execute_task
 from tests.integration.conftest import submit_dir, wait_for
 
@@ -48,13 +48,13 @@ def test_a_run_whose_worker_is_killed_completes_once_after_reconciling(
 
     rescuer = start_worker("rescuer")
     time.sleep(11)  # let the orphan's heartbeat go stale
-    report = services.evaluation_runs_reconcile()
+    report = evaluation_runs_reconcile()
     assert victim.pk in report["requeued_dead"]
     # runs still queued for the dead worker's prefetch are re-published the same way
     Run.objects.filter(submission=sub, status=Run.Status.QUEUED).update(
         queued_at=timezone.now() - timedelta(hours=1)
     )
-    services.evaluation_runs_reconcile()
+    evaluation_runs_reconcile()
     wait_for(lambda: finished(sub.pk), timeout=600, what="the submission to finish", workers=[rescuer])
 
     sub.refresh_from_db()
@@ -85,7 +85,7 @@ def test_runs_lost_when_redis_is_flushed_are_recovered_by_the_reconciler(
 
     settings.RUN_REQUEUE_AFTER_S = 1
     time.sleep(1.5)
-    report = services.evaluation_runs_reconcile()
+    report = evaluation_runs_reconcile()
     assert len(report["republished"]) == sub.runs.count()
     wait_for(lambda: finished(sub.pk), timeout=600, what="the submission to finish", workers=[worker])
     sub.refresh_from_db()

@@ -62,7 +62,7 @@ def finish_holdout_runs(cycle: m.ReevaluationCycle, holdout_auroc: dict[str, flo
 
 def run_cycle(quarter: str, by, holdout_auroc: dict[str, float | None]) -> m.ReevaluationCycle:
     """Start a cycle (no dispatch), finish its runs with the given AUROCs, complete it."""
-    from leaderboard.reevaluation import cycle_advance, reevaluation_start
+    from leaderboard.services.reevaluation import cycle_advance, reevaluation_start
 
     cycle = reevaluation_start(quarter=quarter, by=by, dispatch=False)
     finish_holdout_runs(cycle, holdout_auroc)

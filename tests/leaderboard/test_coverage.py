@@ -11,9 +11,14 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from leaderboard import models as m
-from leaderboard.coverage import coverage_advance_for_run, coverage_missing, coverage_start, version_rescore
 from leaderboard.registry_sync import registry_sync
-from leaderboard.scoring import submission_score
+from leaderboard.services.coverage import (
+    coverage_advance_for_run,
+    coverage_missing,
+    coverage_start,
+    version_rescore,
+)
+from leaderboard.services.scores import submission_score
 from tests.leaderboard.reevaluation_data import TRUTH_TASK, run_cycle, scored, synthetic_scores
 from tests.leaderboard.test_reevaluation_supersession import NEW_TASK, add_refreshed_task
 
@@ -154,7 +159,7 @@ def test_the_command_lists_and_plans(truthful):
 
 
 def test_a_workers_registry_follows_tasks_yaml_without_a_restart(small_registry, settings):
-    from leaderboard.evaluation import registry
+    from leaderboard.runner import registry
 
     assert small_registry == settings.REGISTRY_ROOT
     assert NEW_TASK not in registry().tasks
@@ -163,7 +168,7 @@ def test_a_workers_registry_follows_tasks_yaml_without_a_restart(small_registry,
 
 
 def test_the_reconciler_rescores_when_the_finishing_message_was_lost(truthful):
-    from leaderboard.services import evaluation_runs_reconcile
+    from leaderboard.services.lifecycle import evaluation_runs_reconcile
 
     for run in coverage_start(dispatch=False):
         finish(run, 0.7)  # the worker died before it could call coverage_advance_for_run

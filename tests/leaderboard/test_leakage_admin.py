@@ -9,7 +9,7 @@ import json
 import pytest
 
 from leaderboard.models import LeakageRecord
-from leaderboard.services import leakage_record_open, leakage_record_review
+from leaderboard.services.leakage import leakage_record_open, leakage_record_review
 from tests.leaderboard.reevaluation_data import scored
 
 pytestmark = pytest.mark.django_db

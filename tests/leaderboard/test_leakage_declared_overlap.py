@@ -12,7 +12,8 @@ from evaluator.leakage import normalize_text, text_hash
 from evaluator.registry import load_registry
 from leaderboard.errors import ValidationFailed
 from leaderboard.models import EvaluationRun, LeakageRecord, Submission
-from leaderboard.services import DECLARED_OVERLAP_RULE, leakage_rules_on_scoring, submission_advance
+from leaderboard.services.leakage import DECLARED_OVERLAP_RULE, leakage_rules_on_scoring
+from leaderboard.services.submissions import submission_advance
 from leaderboard.validation import metadata_validate
 from tests.factories import EvaluationRunFactory
 from tests.leaderboard.reevaluation_data import MODEL, TRUTH_TASK, scored
@@ -145,7 +146,9 @@ def test_only_test_splits_the_probe_is_measured_on_count(small_registry):
 def test_the_rule_runs_when_a_submission_is_scored(small_registry, monkeypatch):
     version = declared_version(small_registry, tasks=[TRUTH_TASK], splits=["test"])
     Submission.objects.filter(pk=version.submission.pk).update(status=Submission.Status.RUNNING)
-    monkeypatch.setattr("leaderboard.scoring.submission_score", lambda **kwargs: [])  # numbers aside
+    monkeypatch.setattr(
+        "leaderboard.services.submissions.submission_score", lambda **kwargs: []
+    )  # numbers aside
 
     assert submission_advance(submission=Submission.objects.get(pk=version.submission.pk)).status == "scored"
     assert EvaluationRun.objects.filter(probe_version=version).count() == 1

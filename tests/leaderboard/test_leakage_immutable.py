@@ -6,7 +6,7 @@ from django.db import DatabaseError, connection, transaction
 
 from leaderboard.errors import ImmutableRecordError
 from leaderboard.models import LeakageRecord
-from leaderboard.services import leakage_record_review
+from leaderboard.services.leakage import leakage_record_review
 from tests.factories import LeakageRecordFactory
 
 pytestmark = pytest.mark.django_db

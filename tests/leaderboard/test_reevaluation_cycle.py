@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from leaderboard.models import CycleResult, EvaluationRun, LeakageRecord, Probe, ReevaluationCycle
-from leaderboard.reevaluation import cycle_advance, outcome_for, reevaluation_start
+from leaderboard.services.reevaluation import cycle_advance, outcome_for, reevaluation_start
 from tests.leaderboard.reevaluation_data import finish_holdout_runs, run_cycle, scored
 
 pytestmark = pytest.mark.django_db
@@ -172,7 +172,7 @@ def test_progress_is_visible_while_the_cycle_runs(three_probes, maintainer, clie
 
 
 def test_the_reconciler_completes_a_cycle_whose_last_message_was_lost(three_probes, maintainer):
-    from leaderboard.services import evaluation_runs_reconcile
+    from leaderboard.services.lifecycle import evaluation_runs_reconcile
 
     cycle = reevaluation_start(quarter="2026Q3", by=maintainer, dispatch=False)
     finish_holdout_runs(cycle, {"holds": 0.9, "slips": 0.9, "falls": 0.9})  # nobody called cycle_advance

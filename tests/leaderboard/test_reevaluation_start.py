@@ -18,7 +18,7 @@ from evaluator.leakage import text_hash
 from evaluator.registry import load_registry
 from leaderboard.errors import Conflict, ServiceError
 from leaderboard.models import CycleResult, EvaluationRun, ReevaluationCycle
-from leaderboard.reevaluation import reevaluation_start
+from leaderboard.services.reevaluation import reevaluation_start
 from tests.leaderboard.reevaluation_data import (
     HOLDOUT_SIZE,
     TRUTH_TASK,

@@ -79,7 +79,7 @@ def test_both_tasks_are_active_side_by_side_after_the_sync(refreshing):
 
 
 def test_new_submissions_run_on_both_while_side_by_side(refreshing):
-    from leaderboard.services import evaluation_runs_plan
+    from leaderboard.services.runs import evaluation_runs_plan
 
     version = scored("newcomer", status="queued")
     runs = evaluation_runs_plan(version=version, submission=version.submission)

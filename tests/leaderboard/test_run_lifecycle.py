@@ -5,8 +5,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from leaderboard import services
 from leaderboard.models import EvaluationRun
+from leaderboard.policy import MAX_ATTEMPTS
+from leaderboard.services import runs
+from leaderboard.services.lifecycle import evaluation_runs_reconcile
 from tests.factories import EvaluationRunFactory
 
 Run = EvaluationRun
@@ -19,48 +21,48 @@ def queued_run(registry):
 
 
 def test_a_run_is_claimed_once(queued_run):
-    first = services.evaluation_run_claim(run_id=queued_run.pk, worker="a")
-    second = services.evaluation_run_claim(run_id=queued_run.pk, worker="b")
+    first = runs.evaluation_run_claim(run_id=queued_run.pk, worker="a")
+    second = runs.evaluation_run_claim(run_id=queued_run.pk, worker="b")
     assert first is not None and first.worker_host == "a" and first.attempts == 1
     assert second is None
     assert Run.objects.get(pk=queued_run.pk).status == Run.Status.RUNNING
 
 
 def test_an_attempt_that_lost_its_run_cannot_complete_it(queued_run):
-    run = services.evaluation_run_claim(run_id=queued_run.pk, worker="a")
+    run = runs.evaluation_run_claim(run_id=queued_run.pk, worker="a")
     # the reconciler gives it to another worker
     Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED)
-    again = services.evaluation_run_claim(run_id=run.pk, worker="b")
+    again = runs.evaluation_run_claim(run_id=run.pk, worker="b")
     assert again.attempts == 2
-    assert services._held(run).update(status=Run.Status.SUCCEEDED) == 0  # the old attempt's write
-    assert services._held(again).update(status=Run.Status.SUCCEEDED) == 1
+    assert runs.run_held(run).update(status=Run.Status.SUCCEEDED) == 0  # the old attempt's write
+    assert runs.run_held(again).update(status=Run.Status.SUCCEEDED) == 1
 
 
 def test_a_progress_report_from_a_lost_attempt_stops_it(queued_run):
-    run = services.evaluation_run_claim(run_id=queued_run.pk, worker="a")
-    beat = services.Heartbeat(run)
+    run = runs.evaluation_run_claim(run_id=queued_run.pk, worker="a")
+    beat = runs.Heartbeat(run)
     beat.progress(0.5, "harvesting")
     assert Run.objects.get(pk=run.pk).progress == 0.5
     Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED)
-    with pytest.raises(services.RunLost):
+    with pytest.raises(runs.RunLost):
         beat.progress(1.0, "done")
 
 
 def test_the_reconciler_requeues_a_run_whose_worker_died(queued_run, settings):
-    run = services.evaluation_run_claim(run_id=queued_run.pk, worker="dead")
+    run = runs.evaluation_run_claim(run_id=queued_run.pk, worker="dead")
     Run.objects.filter(pk=run.pk).update(
         heartbeat_at=timezone.now() - timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT_S + 5)
     )
     dispatched = []
-    report = services.evaluation_runs_reconcile(dispatch=dispatched.append)
+    report = evaluation_runs_reconcile(dispatch=dispatched.append)
     assert report["requeued_dead"] == [run.pk] and dispatched == [run.pk]
     assert Run.objects.get(pk=run.pk).status == Run.Status.QUEUED
 
 
 def test_the_reconciler_leaves_a_live_run_alone(queued_run):
-    run = services.evaluation_run_claim(run_id=queued_run.pk, worker="alive")
+    run = runs.evaluation_run_claim(run_id=queued_run.pk, worker="alive")
     dispatched = []
-    services.evaluation_runs_reconcile(dispatch=dispatched.append)
+    evaluation_runs_reconcile(dispatch=dispatched.append)
     assert dispatched == []
     assert Run.objects.get(pk=run.pk).status == Run.Status.RUNNING
 
@@ -70,20 +72,20 @@ def test_the_reconciler_republishes_a_queued_run_the_broker_lost(queued_run, set
         queued_at=timezone.now() - timedelta(seconds=settings.RUN_REQUEUE_AFTER_S + 5)
     )
     dispatched = []
-    report = services.evaluation_runs_reconcile(dispatch=dispatched.append)
+    report = evaluation_runs_reconcile(dispatch=dispatched.append)
     assert report["republished"] == [queued_run.pk] and dispatched == [queued_run.pk]
     # ... and not again right away
     dispatched.clear()
-    services.evaluation_runs_reconcile(dispatch=dispatched.append)
+    evaluation_runs_reconcile(dispatch=dispatched.append)
     assert dispatched == []
 
 
 def test_a_run_lost_too_often_fails_with_the_reason(queued_run, settings):
     Run.objects.filter(pk=queued_run.pk).update(
         status=Run.Status.RUNNING,
-        attempts=services.MAX_ATTEMPTS,
+        attempts=MAX_ATTEMPTS,
         heartbeat_at=timezone.now() - timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT_S + 5),
     )
-    services.evaluation_runs_reconcile(dispatch=lambda _: None)
+    evaluation_runs_reconcile(dispatch=lambda _: None)
     run = Run.objects.get(pk=queued_run.pk)
     assert run.status == Run.Status.FAILED and "no heartbeat" in run.error

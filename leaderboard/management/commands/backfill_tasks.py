@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from leaderboard.coverage import coverage_missing, coverage_start
+from leaderboard.services.coverage import coverage_missing, coverage_start
 
 
 class Command(BaseCommand):

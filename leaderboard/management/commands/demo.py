@@ -30,7 +30,7 @@ from django.core.management.base import BaseCommand, CommandError
 from leaderboard.artifacts import sha256_bytes
 from leaderboard.errors import ServiceError
 from leaderboard.models import ProbeVersion, Submission
-from leaderboard.services import submission_create
+from leaderboard.services.submissions import submission_create
 
 SYSTEM_USER = "probebench"
 DONE = (Submission.Status.SCORED, Submission.Status.FAILED, Submission.Status.REJECTED)

@@ -3,7 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from leaderboard.errors import ServiceError
 from leaderboard.models import Task
-from leaderboard.reevaluation import reevaluation_start
+from leaderboard.services.reevaluation import reevaluation_start
 
 
 class Command(BaseCommand):

@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluator.errors import RegistryError
-from leaderboard.coverage import coverage_missing
 from leaderboard.registry_sync import registry_sync
+from leaderboard.services.coverage import coverage_missing
 
 
 class Command(BaseCommand):

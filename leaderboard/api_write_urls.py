@@ -1,4 +1,5 @@
-"""Routes of the submission API, included under /api/v1/."""
+"""Routes of the write API, included under /api/v1/ (namespace "api-write"): submissions
+(leaderboard/api_submissions.py) and maintainer actions (leaderboard/api_maintainers.py)."""
 
 from django.urls import path
 

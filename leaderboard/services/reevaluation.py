@@ -1,5 +1,5 @@
-"""Quarterly re-evaluation (SPEC.md §5 norm 4, §6): writes for cycles, diffs, badges, deprecation,
-task supersession and eval-awareness reference updates.
+"""Quarterly re-evaluation (SPEC.md §5 norm 4, §6): writes for cycles, diffs, badges, deprecation
+and task supersession (eval-awareness reference updates: ``services.reference_updates``).
 
     reevaluation_start       one cycle per quarter: verify every split file against tasks.yaml,
                              mint each task's holdout, plan a holdout run of every active probe on
@@ -7,10 +7,6 @@ task supersession and eval-awareness reference updates.
     cycle_advance            once every run of the cycle is finished: compare each probe with its
                              reference AUROC, publish the diff, deprecate, award stability badges,
                              open leakage records, retire superseded tasks
-    reference_update_start   a new eval-awareness reference version was scored: have it score the
-                             dependents' test items
-    reference_update_advance then recompute every dependent auroc_ea and ProbeScore from stored
-                             per-example scores (no model) and publish the diff
 
 The reference AUROC of a version is its test AUROC when it was scored (``reference_auroc``); every
 cycle compares the fresh holdout AUROC with that same number, so a slow decline accumulates.
@@ -30,31 +26,22 @@ from django.utils import timezone
 from evaluator import CODE_VERSION, metrics
 from evaluator.errors import EvaluatorError
 from evaluator.holdouts import mint_holdout, quarter_validate, read_rows
+from evaluator.leakage import split_text_hashes
 from evaluator.registry import Registry
-from leaderboard.coverage import coverage_start, rescore_category, version_runs_current
 from leaderboard.errors import Conflict, ServiceError
-from leaderboard.models import (
-    CycleResult,
-    EvaluationRun,
-    Probe,
-    ProbeVersion,
-    ReevaluationCycle,
-    ReferenceUpdate,
-    Submission,
-    Task,
-    TaskSplit,
-)
+from leaderboard.models import CycleResult, EvaluationRun, Probe, ReevaluationCycle, Task, TaskSplit
+from leaderboard.policy import DEPRECATE_POINTS, DIFF_POINTS, LEAKAGE_POINTS, STABILITY_MIN_QUARTERS
 from leaderboard.registry_sync import registry_load
+from leaderboard.selectors.shared import scored_versions
+from leaderboard.services.coverage import coverage_start, rescore_category
+from leaderboard.services.leakage import leakage_record_open
+from leaderboard.services.runs import evaluation_runs_dispatch_on_commit
 
 log = logging.getLogger(__name__)
 Run = EvaluationRun
 Cycle = ReevaluationCycle
 Outcome = CycleResult.Outcome
 
-DIFF_POINTS = 5.0  # a drop above this is listed in the public diff
-DEPRECATE_POINTS = 10.0  # a drop above this deprecates the entry
-LEAKAGE_POINTS = 10.0  # test AUROC above holdout AUROC by more than this opens a leakage record
-STABILITY_MIN_QUARTERS = 2
 HOLDOUT_SPLIT = "holdout"
 TEST_OVER_HOLDOUT_RULE = "test_exceeds_holdout"
 
@@ -70,24 +57,6 @@ def outcome_for(drop_points: float) -> str:
 
 def holdout_path(quarter: str, task_id: str) -> Path:
     return Path(settings.DATA_DIR) / "holdouts" / quarter / f"{task_id}.jsonl"
-
-
-def scored_versions() -> list[ProbeVersion]:
-    """The entries a cycle re-evaluates: the latest scored version of every active probe."""
-    return [v for v in scored_versions_all() if v.probe.status == Probe.Status.ACTIVE]
-
-
-def scored_versions_all() -> list[ProbeVersion]:
-    """The latest scored version of every probe, active or deprecated."""
-    latest: dict[int, ProbeVersion] = {}
-    qs = (
-        ProbeVersion.objects.filter(submission__status=Submission.Status.SCORED)
-        .select_related("probe")
-        .order_by("probe_id", "-number")
-    )
-    for v in qs:
-        latest.setdefault(v.probe_id, v)
-    return list(latest.values())
 
 
 # --------------------------------------------------------------------------- starting a cycle
@@ -199,8 +168,6 @@ def _splits_verify(registry: Registry) -> None:
 def _holdouts_mint(*, registry: Registry, cycle: ReevaluationCycle) -> dict[str, dict[str, Any]]:
     """Mint and write each active task's holdout, avoiding the rows of earlier quarters' holdouts
     and any text of the task's train/test/distshift splits."""
-    from evaluator.leakage import split_text_hashes
-
     used: dict[str, set[str]] = defaultdict(set)
     for earlier in Cycle.objects.exclude(pk=cycle.pk).exclude(status=Cycle.Status.FAILED):
         for task_id, h in earlier.holdouts.items():
@@ -262,8 +229,6 @@ def _runs_plan(*, cycle: ReevaluationCycle, holdouts: dict, dispatch: bool) -> l
                 )
             )
     if dispatch:
-        from leaderboard.services import evaluation_runs_dispatch_on_commit
-
         evaluation_runs_dispatch_on_commit(runs)
     return runs
 
@@ -348,8 +313,6 @@ def _cycle_results_apply(cycle: ReevaluationCycle) -> None:
 
 
 def _result_apply(cycle: ReevaluationCycle, result: CycleResult, per_task: dict[str, float] | None) -> dict:
-    from leaderboard.services import leakage_record_open
-
     version, probe = result.probe_version, result.probe_version.probe
     reference = version.reference_auroc
     result.test_auroc = reference
@@ -447,140 +410,3 @@ def cycles_reconcile() -> int:
         cycle_advance(cycle_id=pk) is not None
         for pk in Cycle.objects.filter(status=Cycle.Status.RUNNING).values_list("pk", flat=True)
     )
-
-
-# --------------------------------------------------------------------------- reference probe updates
-
-
-def dependents_of(*, base_model_id: str) -> list[ProbeVersion]:
-    """Scored versions whose auroc_ea depends on the base model's eval-awareness reference probe."""
-    from leaderboard.services import EA_ROLE
-
-    return [
-        v
-        for v in scored_versions_all()
-        if v.probe.base_model_id == base_model_id and v.probe.category_id != EA_ROLE
-    ]
-
-
-def reference_update_start(*, new_version: ProbeVersion, dispatch: bool = True) -> ReferenceUpdate:
-    """A new eval-awareness reference version was scored: have it score the test items of every
-    task its dependents ran on; once done, their auroc_ea is recomputed (reference_update_advance)."""
-    from leaderboard.services import EA_ROLE, evaluation_runs_dispatch_on_commit
-
-    base_model = new_version.probe.base_model
-    old = (
-        ProbeVersion.objects.filter(
-            probe__base_model=base_model,
-            probe__reference_role=EA_ROLE,
-            submission__status=Submission.Status.SCORED,
-        )
-        .exclude(pk=new_version.pk)
-        .order_by("-created_at", "-pk")
-        .first()
-    )
-    with transaction.atomic():
-        update, created = ReferenceUpdate.objects.get_or_create(
-            new_version=new_version, defaults={"base_model": base_model, "old_version": old}
-        )
-        if not created:
-            return update
-        task_ids = set(
-            Run.objects.filter(
-                probe_version__in=dependents_of(base_model_id=base_model.slug),
-                kind=Run.Kind.SCORE,
-                split="test",
-                cycle=None,
-            ).values_list("task_id", flat=True)
-        )
-        runs = []
-        for task in Task.objects.filter(slug__in=task_ids):
-            run, made = Run.objects.get_or_create(
-                probe_version=new_version,
-                kind=Run.Kind.REFERENCE,
-                task=task,
-                split="test",
-                base_model=base_model,
-                cycle=None,
-                defaults={"code_version": CODE_VERSION},
-            )
-            if made:
-                runs.append(run)
-        if dispatch:
-            evaluation_runs_dispatch_on_commit(runs)
-    log.info(
-        "eval-awareness reference update %s on %s: %d reference run(s)", update.pk, base_model.slug, len(runs)
-    )
-    reference_update_advance(update_id=update.pk)
-    return update
-
-
-def reference_update_advance(*, update_id: int) -> ReferenceUpdate:
-    """Once the new reference's runs are done: recompute every dependent's auroc_ea and Score
-    from stored per-example scores (no model) and publish the diff. Idempotent."""
-    from leaderboard.models import Score
-    from leaderboard.scoring import measurements_compute, scores_write, spec_version_key
-
-    update = ReferenceUpdate.objects.get(pk=update_id)
-    if update.status != ReferenceUpdate.Status.RUNNING:
-        return update
-    ref_runs = {
-        r.task_id: r
-        for r in Run.objects.filter(probe_version=update.new_version, kind=Run.Kind.REFERENCE, cycle=None)
-    }
-    if any(r.status not in (Run.Status.SUCCEEDED, Run.Status.FAILED) for r in ref_runs.values()):
-        return update
-    with transaction.atomic():
-        update = ReferenceUpdate.objects.select_for_update().get(pk=update_id)
-        if update.status != ReferenceUpdate.Status.RUNNING:
-            return update
-        failed = sorted(t for t, r in ref_runs.items() if r.status == Run.Status.FAILED)
-        usable = {t: r for t, r in ref_runs.items() if r.status == Run.Status.SUCCEEDED}
-        diff = []
-        for version in dependents_of(base_model_id=update.base_model_id):
-            before = {
-                s.spec_id: s for s in Score.objects.filter(probe_version=version).select_related("spec")
-            }
-            if not before:
-                continue
-            latest_spec = max(before, key=spec_version_key)
-            runs = version_runs_current(version)
-            computed = measurements_compute(
-                version=version,
-                runs=runs,
-                reference_runs=usable,
-                imputation=before[latest_spec].spec.imputation,
-            )
-            after = {s.spec_id: s for s in scores_write(version=version, computed=computed)}
-            b, a = before[latest_spec], after[latest_spec]
-            diff.append(
-                {
-                    "probe": version.probe.slug,
-                    "version": version.number,
-                    "spec": latest_spec,
-                    "auroc_ea_before": b.measurements.get("auroc_ea"),
-                    "auroc_ea_after": a.measurements.get("auroc_ea"),
-                    "auroc_ea_imputed_after": a.components["auroc_ea"]["imputed"],
-                    "total_before": b.total,
-                    "total_after": a.total,
-                }
-            )
-        update.diff = diff
-        update.error = (
-            f"the new reference failed on {', '.join(failed)}: auroc_ea imputed there" if failed else ""
-        )
-        update.status = ReferenceUpdate.Status.COMPLETED
-        update.finished_at = timezone.now()
-        update.save(update_fields=["diff", "error", "status", "finished_at"])
-    log.info("eval-awareness reference update %s completed: %d entries recomputed", update.pk, len(diff))
-    return update
-
-
-def reference_updates_reconcile() -> int:
-    """Advance running reference updates whose runs are all finished. Returns how many completed."""
-    done = 0
-    for pk in ReferenceUpdate.objects.filter(status=ReferenceUpdate.Status.RUNNING).values_list(
-        "pk", flat=True
-    ):
-        done += reference_update_advance(update_id=pk).status == ReferenceUpdate.Status.COMPLETED
-    return done

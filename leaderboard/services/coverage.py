@@ -25,52 +25,28 @@ from django.db import transaction
 from django.db.models import F, OuterRef, Q, Subquery
 
 from evaluator.errors import EvaluatorError
+from evaluator.measure import declared_gaps
+from evaluator.registry import EVAL_AWARENESS
 from leaderboard.models import EvaluationRun, ProbeVersion, Score, Task
-from leaderboard.scoring import (
-    EA_ROLE,
+from leaderboard.policy import spec_version_key
+from leaderboard.selectors.shared import ea_reference_version, scored_versions, scored_versions_all
+from leaderboard.services.leakage import leakage_rules_on_scoring
+from leaderboard.services.runs import TERMINAL, evaluation_runs_dispatch_on_commit, score_runs_plan
+from leaderboard.services.scores import (
+    active_task_ids,
     measurements_compute,
     reference_runs_for,
     scores_write,
-    spec_version_key,
-)
-from leaderboard.services import (
-    TERMINAL,
-    ea_reference_version,
-    evaluation_runs_dispatch_on_commit,
-    leakage_rules_on_scoring,
-    score_runs_plan,
+    version_runs_current,
 )
 
 log = logging.getLogger(__name__)
 Run = EvaluationRun
 
 
-def active_task_ids(category_id: str) -> set[str]:
-    return set(
-        Task.objects.filter(category_id=category_id, status=Task.Status.ACTIVE).values_list("slug", flat=True)
-    )
-
-
-def version_runs_current(version: ProbeVersion, *, active: set[str] | None = None) -> list[EvaluationRun]:
-    """The runs a version's Score is computed from: its runs outside any cycle, with the score runs
-    limited to the category's active tasks (``active``, read when not given) on which the test run
-    succeeded (a task whose test run failed is left out rather than failing the whole Score)."""
-    if active is None:
-        active = active_task_ids(version.probe.category_id)
-    runs = list(Run.objects.filter(probe_version=version, cycle=None))
-    measured = {
-        r.task_id
-        for r in runs
-        if r.kind == Run.Kind.SCORE and r.split == "test" and r.status == Run.Status.SUCCEEDED
-    }
-    return [r for r in runs if r.kind != Run.Kind.SCORE or (r.task_id in active and r.task_id in measured)]
-
-
 def coverage_missing() -> dict[ProbeVersion, list[Task]]:
     """Latest scored version of each active probe that our workers scored → the active tasks of
     its category it has no test score run on."""
-    from leaderboard.reevaluation import scored_versions
-
     by_category: dict[str, list[Task]] = {}
     for task in Task.objects.filter(status=Task.Status.ACTIVE).order_by("slug"):
         by_category.setdefault(task.category_id, []).append(task)
@@ -120,8 +96,6 @@ def version_rescore(*, version: ProbeVersion) -> dict[str, Any] | None:
     """Recompute ``version``'s Score on the active tasks it has been measured on, if that set
     differs from the one its Score averages over and no run it needs is still going. Returns what
     changed (for the public record), or None."""
-    from evaluator.measure import declared_gaps
-
     before = _latest_score(version)
     if before is None:
         return None
@@ -130,7 +104,7 @@ def version_rescore(*, version: ProbeVersion) -> dict[str, Any] | None:
     waiting_on = Q(probe_version=version, kind=Run.Kind.SCORE)
     ref = (
         ea_reference_version(base_model=version.probe.base_model)
-        if version.probe.category_id != EA_ROLE
+        if version.probe.category_id != EVAL_AWARENESS
         else None
     )
     if ref is not None:
@@ -174,8 +148,6 @@ def version_rescore(*, version: ProbeVersion) -> dict[str, Any] | None:
 
 def rescore_category(category_id: str) -> list[dict[str, Any]]:
     """Rescore the latest scored version of every probe in a category (after a supersession)."""
-    from leaderboard.reevaluation import scored_versions_all
-
     changes = []
     for version in scored_versions_all():
         if version.probe.category_id == category_id:

@@ -1,23 +1,13 @@
-"""Reads for the public pages, the read API and the exports.
-
-Every function here runs a fixed number of SQL queries whatever the number of probes (related rows
-come with ``select_related`` / ``prefetch_related`` or as annotations), and returns plain data for
-views, serializers and templates. Nothing here writes.
-
-What is public (SPEC.md §1, §6): a probe version is shown once its submission is *scored*; the board
-shows the latest scored version of each probe that has a Score under the requested weights spec.
-Rejected and failed submissions never appear; the public queue lists open submissions without
-private details. Confirmed leakage records are shown forever.
-"""
+"""Reads for the board (the index and category pages, the leaderboard API and exports): the
+latest scored version of each probe with a Score under the requested weights spec, ranked."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db.models import (
     Count,
@@ -32,91 +22,31 @@ from django.db.models import (
     TextField,
 )
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
-from django.utils import timezone
 
-from evaluator.measure import DECLARED_GAP
-from evaluator.metrics import ECE_BINS
-from evaluator.registry import COMPONENTS, MAX_COMPONENT_WEIGHT
-from evaluator.scoring import ECE_RANGE, LATENCY_RANGE_MS, RHO_RANGE, ranking_key
+from evaluator.registry import COMPONENTS, EVAL_AWARENESS
+from evaluator.scoring import ranking_key
 from leaderboard.models import (
     BaseModel,
     Category,
-    CycleResult,
     LeakageRecord,
     License,
     Probe,
     ProbeVersion,
-    ReevaluationCycle,
-    ReferenceUpdate,
     Score,
     Submission,
     Task,
     WeightsSpec,
 )
-from leaderboard.reevaluation import DEPRECATE_POINTS, DIFF_POINTS, LEAKAGE_POINTS, STABILITY_MIN_QUARTERS
-from leaderboard.scoring import spec_version_key
+from leaderboard.policy import STABILITY_MIN_QUARTERS, spec_version_key
+from leaderboard.presentation import COMPONENT_LABELS, COMPONENT_SHORT
 
 SCORED = Submission.Status.SCORED
-OPEN_STATUSES = (
-    Submission.Status.SUBMITTED,
-    Submission.Status.VALIDATED,
-    Submission.Status.QUEUED,
-    Submission.Status.RUNNING,
-)
 
-#: The policy numbers of SPEC.md §5–§6 that the pages explain (the methodology page renders these,
-#: never a number written in a template), from the modules that apply them. AUROC "points" are
-#: AUROC × 100.
-POLICY = {
-    "max_component_weight": MAX_COMPONENT_WEIGHT,
-    "diff_drop_points": DIFF_POINTS,
-    "deprecate_drop_points": DEPRECATE_POINTS,
-    "stability_min_quarters": STABILITY_MIN_QUARTERS,
-    "declared_gap_points": DECLARED_GAP * 100,
-    "leakage_test_over_holdout_points": LEAKAGE_POINTS,
-    "review_goal_days": 7,  # SPEC.md §1: maintainers aim to review within 7 days
-    "ece_range": ECE_RANGE,
-    "latency_range_ms": LATENCY_RANGE_MS,
-    "rho_range": RHO_RANGE,
-}
-REVIEW_GOAL = timedelta(days=POLICY["review_goal_days"])
 
-COMPONENT_LABELS = {
-    "auroc": "AUROC",
-    "auroc_ea": "AUROC (EA-corrected)",
-    "auroc_ds": "AUROC (dist. shift)",
-    "calibration": "Calibration",
-    "rho_ce": "Transfer ρ",
-    "latency": "Latency",
-    "license": "License",
-}
-COMPONENT_SHORT = {
-    "auroc": "AUROC",
-    "auroc_ea": "AUROC-EA",
-    "auroc_ds": "AUROC-DS",
-    "calibration": "Calib.",
-    "rho_ce": "ρ CE",
-    "latency": "Latency",
-    "license": "License",
-}
-#: How each component's value is computed from what was measured (SPEC.md §4). The numbers in
-#: these strings come from evaluator.scoring's clamp ranges.
-COMPONENT_FORMULAS = {
-    "auroc": "mean test-split AUROC over the category's active tasks",
-    "auroc_ea": "AUROC counting only pairs inside the same eval-awareness reference-probe quintile",
-    "auroc_ds": "mean AUROC on the tasks' distribution-shift splits",
-    "calibration": f"1 − 2·ECE, ECE clamped to [{ECE_RANGE[0]:g}, {ECE_RANGE[1]:g}] ({ECE_BINS} equal-width bins)",
-    "rho_ce": f"mean Pearson ρ of word-ablation effects across base models, clamped to "
-    f"[{RHO_RANGE[0]:g}, {RHO_RANGE[1]:g}]",
-    "latency": f"1 − log10(ms)/{math.log10(LATENCY_RANGE_MS[1]):g}, ms clamped to "
-    f"[{LATENCY_RANGE_MS[0]:g}, {LATENCY_RANGE_MS[1]:g}]",
-    "license": "the openness score L of the probe's license (registry)",
-}
-
-SPLIT_ORDER = ("train", "test", "distshift", "holdout_pool")
 SORT_KEYS = ("score", "measured", "name", "model", *COMPONENTS)
+
+
 BOARD_STATUSES = ("active", "deprecated")
-EA_NOT_APPLICABLE_CATEGORY = "eval_awareness"
 
 
 class BoardQueryError(ValueError):
@@ -128,15 +58,12 @@ class BoardQueryError(ValueError):
         self.param = param
 
 
-# --------------------------------------------------------------------------- weights specs
-
-
 def weights_spec_list() -> list[WeightsSpec]:
     """Every weights spec, oldest first (semantic version order, not string order)."""
     return sorted(WeightsSpec.objects.all(), key=lambda s: spec_version_key(s.version))
 
 
-def _resolve_spec(specs: list[WeightsSpec], version: str | None, *, param: str) -> WeightsSpec:
+def resolve_spec(specs: list[WeightsSpec], version: str | None, *, param: str) -> WeightsSpec:
     if not specs:
         raise BoardQueryError("no weights spec is loaded (run manage.py sync_registry)", param=param)
     if not version:
@@ -146,9 +73,6 @@ def _resolve_spec(specs: list[WeightsSpec], version: str | None, *, param: str) 
             return spec
     accepted = ", ".join(s.version for s in specs)
     raise BoardQueryError(f"unknown weights spec {version!r}; accepted: {accepted}", param=param)
-
-
-# --------------------------------------------------------------------------- the board
 
 
 @dataclass(frozen=True)
@@ -250,11 +174,11 @@ class BoardRow:
 
     @property
     def stable(self) -> bool:
-        return self.stability_quarters >= POLICY["stability_min_quarters"]
+        return self.stability_quarters >= STABILITY_MIN_QUARTERS
 
     @property
     def ea_not_applicable(self) -> bool:
-        return self.category == EA_NOT_APPLICABLE_CATEGORY
+        return self.category == EVAL_AWARENESS
 
     @property
     def declared_mismatch(self) -> dict:
@@ -324,7 +248,7 @@ class Board:
         ]
 
 
-def _latest_public_version(spec: WeightsSpec) -> Subquery:
+def latest_public_version(spec: WeightsSpec) -> Subquery:
     """The pk of a probe's newest scored version that has a Score under ``spec``."""
     return Subquery(
         ProbeVersion.objects.filter(
@@ -348,6 +272,8 @@ _VERSION_FIELDS = (
     "probe__deprecated_reason",
     "probe__stability_quarters",
 )
+
+
 #: what the ranking and the column sorts need from Score.components, for every row
 _COMPONENT_PATHS = (
     [(name, "value") for name in COMPONENTS]
@@ -356,7 +282,7 @@ _COMPONENT_PATHS = (
 )
 
 
-def _parse_ci(raw) -> list[float] | None:
+def parse_ci(raw) -> list[float] | None:
     if raw is None:
         return None
     if isinstance(raw, str):
@@ -373,10 +299,10 @@ def _auroc_interval(measurements: dict, task_cis: list) -> tuple[list[float] | N
     """The interval shown next to AUROC: the stored bootstrap interval of the mean when the
     pipeline recorded one, else the mean of the per-task 95% bounds (conservative: at least as
     wide as the interval of the mean)."""
-    direct = _parse_ci(measurements.get("auroc_ci"))
+    direct = parse_ci(measurements.get("auroc_ci"))
     if direct:
         return direct, "bootstrap"
-    cis = [ci for ci in (_parse_ci(raw) for raw in task_cis) if ci]
+    cis = [ci for ci in (parse_ci(raw) for raw in task_cis) if ci]
     if not cis:
         return None, ""
     if len(cis) == 1:
@@ -421,12 +347,12 @@ class JsonPaths(Func):
         return sql, (*paths, *params)
 
 
-def _json_list(raw, n: int) -> list:
+def json_list(raw, n: int) -> list:
     values = json.loads(raw) if isinstance(raw, str) else (raw or [])
     return list(values[:n]) + [None] * (n - len(values))
 
 
-def _board_rows(
+def board_rows(
     *, spec: WeightsSpec, query: BoardQuery, slugs: list[str] | None = None, values: bool = False
 ) -> list[BoardRow]:
     """One query: the latest public version of each probe, with its Score under ``spec``.
@@ -486,7 +412,7 @@ def _board_rows(
             continue  # an older version of a probe already listed
         seen.add(v[0])
         if values:
-            numbers = _json_list(v[-1], 2 * n + 1)
+            numbers = json_list(v[-1], 2 * n + 1)
             component_values, imputed = tuple(numbers[:n]), tuple(map(bool, numbers[n : 2 * n]))
             license_contribution = numbers[2 * n]
         else:
@@ -538,7 +464,7 @@ def board_details_attach(rows: list[BoardRow]) -> None:
         row.computed_at = computed_at
         row.authors = authors or []
         row.declared_gaps = gaps or {}
-        row.auroc_ci = _parse_ci(row.measurements.get("auroc_ci"))
+        row.auroc_ci = parse_ci(row.measurements.get("auroc_ci"))
         row.auroc_ci_kind = "bootstrap" if row.auroc_ci else ""
     board_intervals_attach(rows)
 
@@ -563,10 +489,10 @@ def board_intervals_attach(rows: list[BoardRow]) -> None:
         .values_list("pk", "cis")
     )
     for row in missing:
-        row.auroc_ci, row.auroc_ci_kind = _auroc_interval({}, _json_list(found.get(row.score_id), len(tasks)))
+        row.auroc_ci, row.auroc_ci_kind = _auroc_interval({}, json_list(found.get(row.score_id), len(tasks)))
 
 
-def _rank(rows: list[BoardRow], *, measured_only: bool) -> list[BoardRow]:
+def rank_rows(rows: list[BoardRow], *, measured_only: bool) -> list[BoardRow]:
     """Rank active entries by norm 2 (best first); deprecated entries follow, greyed, unranked."""
     rows = sorted(rows, key=lambda r: r.probe)  # deterministic ties
     rows.sort(key=lambda r: r.ranking_key(measured_only=measured_only), reverse=True)
@@ -607,8 +533,8 @@ def board_get(*, query: BoardQuery, values: bool = False) -> Board:
     when ``query.compare`` is given — never one per probe.
     """
     specs = weights_spec_list()
-    spec = _resolve_spec(specs, query.spec, param="spec")
-    compare = _resolve_spec(specs, query.compare, param="compare") if query.compare else None
+    spec = resolve_spec(specs, query.spec, param="spec")
+    compare = resolve_spec(specs, query.compare, param="compare") if query.compare else None
     if compare is not None and compare.version == spec.version:
         compare = None
     category = None
@@ -620,9 +546,9 @@ def board_get(*, query: BoardQuery, values: bool = False) -> Board:
         )
         if category is None:
             raise BoardQueryError(f"unknown category {query.category!r}", param="category")
-    rows = _rank(_board_rows(spec=spec, query=query, values=values), measured_only=query.measured_only)
+    rows = rank_rows(board_rows(spec=spec, query=query, values=values), measured_only=query.measured_only)
     if compare is not None:
-        others = _rank(_board_rows(spec=compare, query=query), measured_only=query.measured_only)
+        others = rank_rows(board_rows(spec=compare, query=query), measured_only=query.measured_only)
         by_slug = {r.probe: r for r in others}
         for row in rows:
             other = by_slug.get(row.probe)
@@ -660,9 +586,9 @@ def board_overview(
 ) -> tuple[WeightsSpec, list[WeightsSpec], list[CategorySummary]]:
     """Every category with its number of public entries and its top entries (open slots: 0)."""
     specs = weights_spec_list()
-    resolved = _resolve_spec(specs, spec, param="spec")
+    resolved = resolve_spec(specs, spec, param="spec")
     summaries = {c.slug: CategorySummary(c) for c in Category.objects.prefetch_related("tasks")}
-    rows = _rank(_board_rows(spec=resolved, query=BoardQuery()), measured_only=False)
+    rows = rank_rows(board_rows(spec=resolved, query=BoardQuery()), measured_only=False)
     for row in rows:
         summary = summaries.get(row.category)
         if summary is None:
@@ -691,439 +617,3 @@ def board_filter_choices() -> dict:
         "models": list(BaseModel.objects.values("slug", "name")),
         "licenses": list(License.objects.values_list("spdx_id", flat=True)),
     }
-
-
-# --------------------------------------------------------------------------- registry pages
-
-
-def category_list() -> list[Category]:
-    return list(Category.objects.annotate(n_tasks=Count("tasks")).order_by("order"))
-
-
-def task_list(*, category: str | None = None) -> list[Task]:
-    qs = (
-        Task.objects.select_related("category").prefetch_related("splits").order_by("category__order", "slug")
-    )
-    if category:
-        qs = qs.filter(category_id=category)
-    return list(qs)
-
-
-def base_model_list() -> list[BaseModel]:
-    public = ProbeVersion.objects.filter(probe_id=OuterRef("pk"), submission__status=SCORED)
-    counts = dict(
-        Probe.objects.filter(Exists(public)).values_list("base_model_id").annotate(n=Count("pk")).order_by()
-    )
-    models = list(BaseModel.objects.order_by("slug"))
-    for model in models:
-        model.n_probes = counts.get(model.slug, 0)
-    return models
-
-
-@dataclass
-class TaskProbe:
-    row: BoardRow
-    auroc: float | None
-    auroc_ci: list[float] | None
-
-
-@dataclass
-class TaskDetail:
-    task: Task
-    splits: list
-    superseded: list[Task]
-    spec: WeightsSpec | None
-    probes: list[TaskProbe]
-
-
-def task_detail(*, slug: str) -> TaskDetail | None:
-    """A task with its splits and the public probes whose latest score has a result on it."""
-    task = (
-        Task.objects.select_related("category", "superseded_by")
-        .prefetch_related("splits", Prefetch("task_set", queryset=Task.objects.only("slug", "superseded_by")))
-        .filter(slug=slug)
-        .first()
-    )
-    if task is None:
-        return None
-    specs = weights_spec_list()
-    probes: list[TaskProbe] = []
-    spec = specs[-1] if specs else None
-    if spec is not None:
-        scores = (
-            Score.objects.filter(
-                spec=spec,
-                probe_version_id=_latest_public_version(spec),
-                probe_version__probe__category_id=task.category_id,  # probes run on their category's tasks
-            )
-            .annotate(result=JsonPaths("per_task", [(slug, "auroc"), (slug, "auroc_ci")], large=True))
-            .values_list("probe_version__probe__slug", "result")
-        )
-        found = {probe: _json_list(raw, 2) for probe, raw in scores}
-        ran = {probe: v for probe, v in found.items() if v[0] is not None or v[1] is not None}
-        rows = _rank(_board_rows(spec=spec, query=BoardQuery(), slugs=list(ran)), measured_only=False)
-        for row in rows:
-            auroc, ci = ran[row.probe]
-            probes.append(
-                TaskProbe(row=row, auroc=float(auroc) if auroc is not None else None, auroc_ci=_parse_ci(ci))
-            )
-        probes.sort(key=lambda p: (p.auroc is not None, p.auroc or 0.0), reverse=True)
-    order = {name: i for i, name in enumerate(SPLIT_ORDER)}
-    splits = sorted(task.splits.all(), key=lambda s: order.get(s.name, 99))
-    return TaskDetail(
-        task=task, splits=splits, superseded=list(task.task_set.all()), spec=spec, probes=probes
-    )
-
-
-@dataclass
-class ModelDetail:
-    model: BaseModel
-    board: Board
-    by_category: list[tuple[str, int]]
-
-
-def base_model_detail(*, slug: str) -> ModelDetail | None:
-    model = BaseModel.objects.filter(slug=slug).first()
-    if model is None:
-        return None
-    board = board_get(query=BoardQuery(model=slug), values=True)
-    counts = Counter(row.category for row in board.rows)
-    return ModelDetail(model=model, board=board, by_category=sorted(counts.items()))
-
-
-# --------------------------------------------------------------------------- probe page
-
-
-@dataclass
-class TaskResult:
-    task: str
-    task_name: str
-    result: dict  # normalized by task_result_normalize
-
-    @property
-    def auroc_ci(self):
-        return _parse_ci(self.result.get("auroc_ci"))
-
-
-def _number(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def task_result_normalize(raw: dict) -> dict:
-    """One task's stored results in the shape the pages and the API show.
-
-    Accepts the documented keys (``roc``, ``auroc_ea_imputed``, ``baselines: {random_direction,
-    diff_of_means}``, ``lift``) and the evaluator's TaskMetrics/BaselineResult names
-    (``roc_points``, ``auroc_ea_status``, ``random_direction_auroc``, ``lift_over_random``...).
-    """
-    raw = raw or {}
-    metrics = raw.get("metrics") if isinstance(raw.get("metrics"), dict) else raw
-    base_raw = raw.get("baselines") or {}
-    baselines = {
-        "random_direction": _number(base_raw.get("random_direction", base_raw.get("random_direction_auroc"))),
-        "diff_of_means": _number(base_raw.get("diff_of_means", base_raw.get("diff_of_means_auroc"))),
-    }
-    lift = raw.get("lift") or {}
-    if not lift and base_raw:
-        lift = {
-            "random_direction": _number(base_raw.get("lift_over_random")),
-            "diff_of_means": _number(base_raw.get("lift_over_diff_of_means")),
-        }
-    ea_status = metrics.get("auroc_ea_status")
-    return {
-        "auroc": _number(metrics.get("auroc")),
-        "auroc_ci": _parse_ci(metrics.get("auroc_ci")),
-        "auroc_ea": _number(metrics.get("auroc_ea")),
-        "auroc_ea_imputed": bool(metrics.get("auroc_ea_imputed", ea_status == "imputed")),
-        "auroc_ea_na": ea_status == "n/a",
-        "auroc_ds": _number(metrics.get("auroc_ds")),
-        "auroc_ds_imputed": bool(metrics.get("auroc_ds_imputed", False)),
-        "ece": _number(metrics.get("ece")),
-        "brier": _number(metrics.get("brier")),
-        "recall_at_1pct_fpr": _number(metrics.get("recall_at_1pct_fpr")),
-        "n_test": metrics.get("n_test"),
-        "roc": metrics.get("roc") or metrics.get("roc_points") or [],
-        "reliability": metrics.get("reliability") or [],
-        "baselines": {k: v for k, v in baselines.items() if v is not None},
-        "lift": {k: v for k, v in lift.items() if v is not None},
-    }
-
-
-@dataclass
-class ProbeDetail:
-    probe: Probe
-    version: ProbeVersion
-    versions: list[ProbeVersion]
-    spec: WeightsSpec
-    specs: list[WeightsSpec]
-    score: Score | None
-    scores: list[Score]
-    results: list[TaskResult]
-    leakage: list[LeakageRecord]
-    history: list[CycleResult]
-    transfer: list[dict]
-    declared: list[dict]
-    model_names: dict[str, str]
-
-    @property
-    def ea_not_applicable(self) -> bool:
-        return self.probe.category_id == EA_NOT_APPLICABLE_CATEGORY
-
-    @property
-    def stable(self) -> bool:
-        return self.probe.stability_quarters >= POLICY["stability_min_quarters"]
-
-    @property
-    def declared_mismatch(self) -> bool:
-        return any(d["flagged"] for d in self.declared)
-
-
-def probe_detail(*, slug: str, spec: str | None = None, version: int | None = None) -> ProbeDetail | None:
-    """A probe with a public version: its metadata, scores, per-task results, history and records.
-    None when the probe does not exist or has no scored version. Raises BoardQueryError on an
-    unknown spec."""
-    probe = (
-        Probe.objects.select_related("category", "base_model", "owner")
-        .prefetch_related(
-            Prefetch(
-                "versions",
-                queryset=ProbeVersion.objects.select_related("submission", "license")
-                .filter(submission__status=SCORED)
-                .order_by("-number"),
-            )
-        )
-        .filter(slug=slug)
-        .first()
-    )
-    if probe is None:
-        return None
-    versions = list(probe.versions.all())
-    if not versions:
-        return None
-    chosen = versions[0] if version is None else next((v for v in versions if v.number == version), None)
-    if chosen is None:
-        return None
-    specs = weights_spec_list()
-    resolved = _resolve_spec(specs, spec, param="spec")
-    scores = list(Score.objects.filter(probe_version=chosen).select_related("spec").defer("per_task"))
-    scores.sort(key=lambda s: spec_version_key(s.spec_id))
-    score = Score.objects.filter(probe_version=chosen, spec=resolved).first()
-    per_task = (score.per_task if score else None) or {}
-    task_names = dict(Task.objects.filter(slug__in=list(per_task)).values_list("slug", "name"))
-    results = [
-        TaskResult(slug, task_names.get(slug, slug), task_result_normalize(per_task[slug]))
-        for slug in sorted(per_task)
-    ]
-    leakage = list(
-        LeakageRecord.objects.filter(probe=probe, status=LeakageRecord.Status.CONFIRMED)
-        .select_related("probe_version")
-        .order_by("-reviewed_at", "-created_at")
-    )
-    history = list(
-        CycleResult.objects.filter(probe_version__in=versions)
-        .select_related("cycle", "probe_version")
-        .order_by("cycle__quarter", "probe_version__number")
-    )
-    measurements = (score.measurements if score else None) or {}
-    transfer_raw = measurements.get("transfer") or {}
-    model_names = dict(BaseModel.objects.values_list("slug", "name"))
-    transfer = [
-        {"model": target, "name": model_names.get(target, target), "pearson": value}
-        for target, value in sorted(transfer_raw.items())
-    ]
-    declared = []
-    for metric, declared_value in sorted((chosen.declared_metrics or {}).items()):
-        gap = (chosen.declared_gaps or {}).get(metric)
-        gap = gap if isinstance(gap, dict) else None
-        measured = gap.get("measured") if gap else measurements.get(metric)
-        declared.append(
-            {
-                "metric": metric,
-                "declared": declared_value,
-                "measured": measured if not isinstance(measured, dict) else None,
-                "gap": gap.get("gap") if gap else None,
-                "flagged": bool(gap) and bool(gap.get("flagged", True)),
-            }
-        )
-    return ProbeDetail(
-        probe=probe,
-        version=chosen,
-        versions=versions,
-        spec=resolved,
-        specs=specs,
-        score=score,
-        scores=scores,
-        results=results,
-        leakage=leakage,
-        history=history,
-        transfer=transfer,
-        declared=declared,
-        model_names=model_names,
-    )
-
-
-def artifact_version_get(*, slug: str, number: int) -> ProbeVersion | None:
-    """A publicly visible version (scored submission) whose artifact may be downloaded."""
-    return (
-        ProbeVersion.objects.filter(probe__slug=slug, number=number, submission__status=SCORED)
-        .only("artifact_path", "artifact_sha256", "number", "probe__slug")
-        .select_related("probe")
-        .first()
-    )
-
-
-# --------------------------------------------------------------------------- methodology
-
-
-def methodology() -> dict:
-    specs = weights_spec_list()
-    rows = [
-        {
-            "name": name,
-            "label": COMPONENT_LABELS[name],
-            "formula": COMPONENT_FORMULAS[name],
-            "weights": [spec.weights.get(name) for spec in specs],
-            "imputation": [spec.imputation.get(name) for spec in specs],
-        }
-        for name in COMPONENTS
-    ]
-    return {
-        "specs": specs,
-        "components": rows,
-        "licenses": list(License.objects.order_by("-score", "spdx_id")),
-        "policy": POLICY,
-    }
-
-
-# --------------------------------------------------------------------------- re-evaluations
-
-
-def _public_results():
-    return CycleResult.objects.filter(probe_version__submission__status=SCORED)
-
-
-def reevaluation_list() -> list[ReevaluationCycle]:
-    """Cycles, newest first, with their public results counted by outcome (one query)."""
-    public = Q(results__probe_version__submission__status=SCORED)
-    counts = {
-        outcome: Count("results", filter=public & Q(results__outcome=outcome))
-        for outcome in CycleResult.Outcome.values
-    }
-    cycles = list(
-        ReevaluationCycle.objects.annotate(
-            n_results=Count("results", filter=public), **{f"n_{k}": v for k, v in counts.items()}
-        ).order_by("-quarter")
-    )
-    for cycle in cycles:
-        cycle.outcome_counts = {k: getattr(cycle, f"n_{k}") for k in CycleResult.Outcome.values}
-    return cycles
-
-
-def reevaluation_detail(*, quarter: str) -> tuple[ReevaluationCycle, list[CycleResult]] | None:
-    """The cycle (with ``progress``: its runs total/done/failed) and its public results."""
-    cycle = ReevaluationCycle.objects.filter(quarter=quarter).first()
-    if cycle is None:
-        return None
-    cycle.progress = cycle.runs.aggregate(
-        total=Count("pk"),
-        done=Count("pk", filter=Q(status__in=["succeeded", "failed"])),
-        failed=Count("pk", filter=Q(status="failed")),
-    )
-    results = list(
-        _public_results()
-        .filter(cycle=cycle)
-        .select_related("probe_version__probe__category", "probe_version__probe__base_model")
-        .order_by(
-            "probe_version__probe__category__order", "probe_version__probe__slug", "probe_version__number"
-        )
-    )
-    return cycle, results
-
-
-def reference_update_list() -> list[ReferenceUpdate]:
-    """Completed eval-awareness reference updates, newest first, with their public diff."""
-    return list(
-        ReferenceUpdate.objects.filter(status=ReferenceUpdate.Status.COMPLETED)
-        .select_related("base_model", "old_version", "new_version__probe")
-        .order_by("-finished_at", "-pk")
-    )
-
-
-def reference_update_get(*, pk: int) -> ReferenceUpdate | None:
-    return (
-        ReferenceUpdate.objects.filter(pk=pk, status=ReferenceUpdate.Status.COMPLETED)
-        .select_related("base_model", "old_version", "new_version__probe")
-        .first()
-    )
-
-
-# --------------------------------------------------------------------------- leakage and queue
-
-
-def leakage_public_list() -> list[LeakageRecord]:
-    """Confirmed records, newest first; ``probe_public`` says whether the probe page exists."""
-    public = ProbeVersion.objects.filter(probe_id=OuterRef("probe_id"), submission__status=SCORED)
-    return list(
-        LeakageRecord.objects.filter(status=LeakageRecord.Status.CONFIRMED)
-        .select_related("probe__category", "probe_version")
-        .annotate(probe_public=Exists(public))
-        .order_by("-reviewed_at", "-created_at")
-    )
-
-
-@dataclass
-class QueueEntry:
-    id: int
-    probe_name: str
-    category: str
-    base_model: str
-    version: int
-    status: str
-    progress: float
-    created_at: datetime
-    age: timedelta
-
-    @property
-    def age_days(self) -> float:
-        return self.age.total_seconds() / 86400
-
-    @property
-    def overdue(self) -> bool:
-        return self.age > REVIEW_GOAL
-
-    @property
-    def goal_fraction(self) -> float:
-        return min(self.age / REVIEW_GOAL, 1.0)
-
-
-def submission_queue(*, now: datetime | None = None) -> list[QueueEntry]:
-    """Open submissions, oldest first, with public fields only (no submitter, no failure reason)."""
-    now = now or timezone.now()
-    rows = (
-        Submission.objects.filter(status__in=OPEN_STATUSES)
-        .order_by("created_at", "pk")
-        .values(
-            "pk",
-            "status",
-            "progress",
-            "created_at",
-            "probe_version__number",
-            "probe_version__probe__name",
-            "probe_version__probe__category__name",
-            "probe_version__probe__base_model_id",
-        )
-    )
-    return [
-        QueueEntry(
-            id=r["pk"],
-            probe_name=r["probe_version__probe__name"],
-            category=r["probe_version__probe__category__name"],
-            base_model=r["probe_version__probe__base_model_id"],
-            version=r["probe_version__number"],
-            status=r["status"],
-            progress=r["progress"],
-            created_at=r["created_at"],
-            age=now - r["created_at"],
-        )
-        for r in rows
-    ]

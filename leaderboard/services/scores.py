@@ -1,9 +1,10 @@
-"""Turn a submission's finished runs into Score rows, from the stored per-example scores only
-(no model): per-task metrics, the aggregate measurements, the ProbeScore under every weights spec,
-the reproduction mark and the declared-vs-measured gaps.
+"""The score writer: turn finished runs into Score rows, from the stored per-example scores only
+(no model): per-task metrics (``evaluator.measure``), the aggregate measurements, the ProbeScore
+under every weights spec (``evaluator.scoring``), the reproduction mark and the declared-vs-measured
+gaps.
 
 Recomputing is cheap and deterministic, which is what lets a new eval-awareness reference probe
-or a new weights spec re-score every entry without rerunning a model.
+or a new weights spec re-score every entry without rerunning a model. Imports no other service.
 """
 
 from __future__ import annotations
@@ -14,20 +15,45 @@ from typing import Any
 from django.utils import timezone
 
 from evaluator.errors import EvaluatorError
-from evaluator.registry import LicenseSpec
+from evaluator.measure import ScoredExamples, aggregate_measurements, declared_gaps, task_metrics
+from evaluator.metrics import auroc_mean_ci
+from evaluator.registry import EVAL_AWARENESS, LicenseSpec
 from evaluator.registry import WeightsSpec as SpecData
-from leaderboard.models import EvaluationRun, License, Probe, ProbeVersion, Score, Submission, WeightsSpec
+from evaluator.scoring import probe_score
+from leaderboard.models import (
+    EvaluationRun,
+    License,
+    Probe,
+    ProbeVersion,
+    Score,
+    Submission,
+    Task,
+    WeightsSpec,
+)
+from leaderboard.selectors.shared import ea_reference_version
 
 Run = EvaluationRun
-EA_ROLE = "eval_awareness"
 
 
-def spec_version_key(version: str) -> tuple:
-    """Order weights spec versions ("v0.0.2" after "v0.0.1"; a malformed one first)."""
-    try:
-        return (0, *(int(x) for x in version.lstrip("v").split(".")))
-    except ValueError:
-        return (-1, version)
+def active_task_ids(category_id: str) -> set[str]:
+    return set(
+        Task.objects.filter(category_id=category_id, status=Task.Status.ACTIVE).values_list("slug", flat=True)
+    )
+
+
+def version_runs_current(version: ProbeVersion, *, active: set[str] | None = None) -> list[EvaluationRun]:
+    """The runs a version's Score is computed from: its runs outside any cycle, with the score runs
+    limited to the category's active tasks (``active``, read when not given) on which the test run
+    succeeded (a task whose test run failed is left out rather than failing the whole Score)."""
+    if active is None:
+        active = active_task_ids(version.probe.category_id)
+    runs = list(Run.objects.filter(probe_version=version, cycle=None))
+    measured = {
+        r.task_id
+        for r in runs
+        if r.kind == Run.Kind.SCORE and r.split == "test" and r.status == Run.Status.SUCCEEDED
+    }
+    return [r for r in runs if r.kind != Run.Kind.SCORE or (r.task_id in active and r.task_id in measured)]
 
 
 def _spec_data(row: WeightsSpec) -> SpecData:
@@ -50,8 +76,6 @@ def measurements_compute(
     ``reference_runs``: task → the eval-awareness reference probe's run on that task's test split
     (empty when the base model has no reference probe).
     """
-    from evaluator.measure import ScoredExamples, aggregate_measurements, task_metrics
-
     by_task: dict[str, dict[str, EvaluationRun]] = defaultdict(dict)
     reproduce, transfers = None, []
     for run in runs:
@@ -61,7 +85,7 @@ def measurements_compute(
             reproduce = run
         elif run.kind == Run.Kind.TRANSFER:
             transfers.append(run)
-    ea_applicable = version.probe.category_id != EA_ROLE
+    ea_applicable = version.probe.category_id != EVAL_AWARENESS
     per_task, extras = {}, {}
     for task_id, splits in sorted(by_task.items()):
         if "test" not in splits:
@@ -128,8 +152,6 @@ def measurements_compute(
         }
         per_task_out[task_id] = d
     latency = latencies[0]
-    from evaluator.metrics import auroc_mean_ci
-
     tests = [ScoredExamples.from_records(by_task[t]["test"].example_scores) for t in per_task]
     aggregate["auroc_ci"] = list(auroc_mean_ci([(t.scores, t.labels) for t in tests]))
     return {
@@ -153,8 +175,6 @@ def measurements_compute(
 
 def scores_write(*, version: ProbeVersion, computed: dict[str, Any]) -> list[Score]:
     """Write (or replace) the Score of ``version`` under every weights spec."""
-    from evaluator.scoring import probe_score
-
     licenses = _licenses()
     rows = []
     for spec_row in WeightsSpec.objects.all():
@@ -177,9 +197,7 @@ def scores_write(*, version: ProbeVersion, computed: dict[str, Any]) -> list[Sco
 
 
 def reference_runs_for(version: ProbeVersion) -> dict[str, EvaluationRun]:
-    from leaderboard.services import ea_reference_version
-
-    if version.probe.category_id == EA_ROLE:
+    if version.probe.category_id == EVAL_AWARENESS:
         return {}
     ref = ea_reference_version(base_model=version.probe.base_model)
     if ref is None:
@@ -192,8 +210,6 @@ def reference_runs_for(version: ProbeVersion) -> dict[str, EvaluationRun]:
 
 def submission_score(*, submission: Submission, runs: list[EvaluationRun]) -> list[Score]:
     """Score a submission whose runs are all finished (called inside a transaction)."""
-    from evaluator.measure import declared_gaps
-
     version = submission.probe_version
     spec = WeightsSpec.objects.order_by("-version").first()
     reference = {

@@ -33,8 +33,28 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluator.registry import COMPONENTS
-from leaderboard import selectors
-from leaderboard.selectors import BoardQueryError
+from leaderboard.presentation import POLICY
+from leaderboard.selectors.board import (
+    BOARD_STATUSES,
+    SORT_KEYS,
+    Board,
+    BoardQuery,
+    BoardQueryError,
+    board_details_attach,
+    board_get,
+    board_query_from_params,
+    category_tabs,
+    weights_spec_list,
+)
+from leaderboard.selectors.cycles import (
+    leakage_public_list,
+    reevaluation_detail,
+    reevaluation_list,
+    reference_update_list,
+)
+from leaderboard.selectors.probes import probe_detail
+from leaderboard.selectors.registry import base_model_list, category_list, task_list
+from leaderboard.selectors.submissions import submission_queue
 
 PUBLIC_MAX_AGE = 60
 
@@ -54,16 +74,16 @@ class PublicReadApi(APIView):
     http_method_names = ["get", "head", "options"]
 
 
-def _board_query(request, **overrides) -> selectors.BoardQuery:
+def _board_query(request, **overrides) -> BoardQuery:
     try:
-        return selectors.board_query_from_params(request.query_params, **overrides)
+        return board_query_from_params(request.query_params, **overrides)
     except BoardQueryError as exc:
         raise ValidationError({exc.param: [exc.message]}) from None
 
 
-def _board(query: selectors.BoardQuery) -> selectors.Board:
+def _board(query: BoardQuery) -> Board:
     try:
-        return selectors.board_get(query=query)
+        return board_get(query=query)
     except BoardQueryError as exc:
         raise ValidationError({exc.param: [exc.message]}) from None
 
@@ -74,10 +94,10 @@ BOARD_PARAMETERS = [
     OpenApiParameter("compare", str, description="a second spec version: each row gets its rank there"),
     OpenApiParameter("model", str, description="base model slug"),
     OpenApiParameter("license", str, description="license id, e.g. Apache-2.0"),
-    OpenApiParameter("status", str, enum=list(selectors.BOARD_STATUSES), description="probe status"),
+    OpenApiParameter("status", str, enum=list(BOARD_STATUSES), description="probe status"),
     OpenApiParameter("measured_only", bool, description="rank by the measured components only"),
     OpenApiParameter("q", str, description="search in probe name, id and authors"),
-    OpenApiParameter("sort", str, enum=list(selectors.SORT_KEYS), description="sort column (default: score)"),
+    OpenApiParameter("sort", str, enum=list(SORT_KEYS), description="sort column (default: score)"),
     OpenApiParameter("dir", str, enum=["asc", "desc"], description="sort direction"),
 ]
 
@@ -180,7 +200,7 @@ class LeaderboardOutput(serializers.Serializer):
     results = LeaderboardRowOutput(many=True)
 
 
-def _board_meta(board: selectors.Board) -> dict:
+def _board_meta(board: Board) -> dict:
     q = board.query
     return {
         "spec": board.spec.version,
@@ -217,7 +237,7 @@ class LeaderboardApi(PublicReadApi):
         board = _board(_board_query(request))
         paginator = BoardPagination()
         page = paginator.paginate_queryset(board.rows, request, view=self)
-        selectors.board_details_attach(page)
+        board_details_attach(page)
         data = _board_meta(board) | {
             "count": paginator.count,
             "next": paginator.get_next_link(),
@@ -318,7 +338,7 @@ def flatten_row(row: dict, *, spec: str, compare: str | None) -> dict:
     return {k: _cell(v) for k, v in flat.items()}
 
 
-def _export_filename(board: selectors.Board, ext: str) -> str:
+def _export_filename(board: Board, ext: str) -> str:
     scope = board.query.category or "all"
     return f"probebench-{scope}-{board.spec.version}.{ext}"
 
@@ -333,7 +353,7 @@ class LeaderboardCsvApi(PublicReadApi):
     )
     def get(self, request):
         board = _board(_board_query(request))
-        selectors.board_details_attach(board.rows)
+        board_details_attach(board.rows)
         rows = LeaderboardRowOutput(board.rows, many=True).data
         compare = board.compare.version if board.compare else None
         buf = io.StringIO()
@@ -358,7 +378,7 @@ class LeaderboardJsonExportApi(PublicReadApi):
     )
     def get(self, request):
         board = _board(_board_query(request))
-        selectors.board_details_attach(board.rows)
+        board_details_attach(board.rows)
         data = _board_meta(board) | {
             "count": len(board.rows),
             "next": None,
@@ -388,8 +408,8 @@ class CategoryListApi(PublicReadApi):
         operation_id="categories", summary="The eight categories", responses=CategoryOutput(many=True)
     )
     def get(self, request):
-        tabs = {t["slug"]: t["count"] for t in selectors.category_tabs()}
-        categories = selectors.category_list()
+        tabs = {t["slug"]: t["count"] for t in category_tabs()}
+        categories = category_list()
         for c in categories:
             c.n_probes = tabs.get(c.slug, 0)
         return Response(CategoryOutput(categories, many=True).data)
@@ -428,7 +448,7 @@ class TaskListApi(PublicReadApi):
     )
     def get(self, request):
         category = (request.query_params.get("category") or "").strip() or None
-        return Response(TaskOutput(selectors.task_list(category=category), many=True).data)
+        return Response(TaskOutput(task_list(category=category), many=True).data)
 
 
 class BaseModelOutput(serializers.Serializer):
@@ -453,7 +473,7 @@ class BaseModelListApi(PublicReadApi):
         operation_id="models", summary="Base models the workers run", responses=BaseModelOutput(many=True)
     )
     def get(self, request):
-        return Response(BaseModelOutput(selectors.base_model_list(), many=True).data)
+        return Response(BaseModelOutput(base_model_list(), many=True).data)
 
 
 class WeightsSpecOutput(serializers.Serializer):
@@ -473,7 +493,7 @@ class WeightsSpecListApi(PublicReadApi):
         responses=WeightsSpecOutput(many=True),
     )
     def get(self, request):
-        return Response(WeightsSpecOutput(selectors.weights_spec_list(), many=True).data)
+        return Response(WeightsSpecOutput(weights_spec_list(), many=True).data)
 
 
 # --------------------------------------------------------------------------- probe
@@ -609,7 +629,7 @@ class ProbeDetailApi(PublicReadApi):
         if version is not None and not version.isdigit():
             raise ValidationError({"version": ["must be a positive integer"]})
         try:
-            detail = selectors.probe_detail(
+            detail = probe_detail(
                 slug=slug,
                 spec=request.query_params.get("spec") or None,
                 version=int(version) if version else None,
@@ -643,7 +663,7 @@ class ReevaluationListApi(PublicReadApi):
         responses=CycleOutput(many=True),
     )
     def get(self, request):
-        return Response(CycleOutput(selectors.reevaluation_list(), many=True).data)
+        return Response(CycleOutput(reevaluation_list(), many=True).data)
 
 
 class CycleResultRowOutput(CycleResultOutput):
@@ -687,7 +707,7 @@ class ReevaluationDetailApi(PublicReadApi):
         responses={200: CycleDetailOutput, 404: OpenApiResponse(description="no such cycle")},
     )
     def get(self, request, quarter):
-        found = selectors.reevaluation_detail(quarter=quarter)
+        found = reevaluation_detail(quarter=quarter)
         if found is None:
             raise NotFound(f"no re-evaluation cycle {quarter!r}")
         cycle, results = found
@@ -728,7 +748,7 @@ class ReferenceUpdateListApi(PublicReadApi):
         responses=ReferenceUpdateOutput(many=True),
     )
     def get(self, request):
-        return Response(ReferenceUpdateOutput(selectors.reference_update_list(), many=True).data)
+        return Response(ReferenceUpdateOutput(reference_update_list(), many=True).data)
 
 
 class LeakagePublicOutput(LeakageOutput):
@@ -747,7 +767,7 @@ class LeakageListApi(PublicReadApi):
         responses=LeakagePublicOutput(many=True),
     )
     def get(self, request):
-        return Response(LeakagePublicOutput(selectors.leakage_public_list(), many=True).data)
+        return Response(LeakagePublicOutput(leakage_public_list(), many=True).data)
 
 
 class QueueEntryOutput(serializers.Serializer):
@@ -776,7 +796,7 @@ class QueueApi(PublicReadApi):
     def get(self, request):
         return Response(
             {
-                "review_goal_days": selectors.POLICY["review_goal_days"],
-                "results": QueueEntryOutput(selectors.submission_queue(), many=True).data,
+                "review_goal_days": POLICY["review_goal_days"],
+                "results": QueueEntryOutput(submission_queue(), many=True).data,
             }
         )

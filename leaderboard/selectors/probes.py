@@ -1,0 +1,202 @@
+"""Reads for the probe page: one probe's versions, Scores, per-task results, history."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Prefetch
+
+from evaluator.registry import EVAL_AWARENESS
+from leaderboard.models import (
+    BaseModel,
+    CycleResult,
+    LeakageRecord,
+    Probe,
+    ProbeVersion,
+    Score,
+    Submission,
+    Task,
+    WeightsSpec,
+)
+from leaderboard.policy import STABILITY_MIN_QUARTERS, spec_version_key
+from leaderboard.selectors.board import parse_ci, resolve_spec, weights_spec_list
+
+SCORED = Submission.Status.SCORED
+
+
+@dataclass
+class TaskResult:
+    task: str
+    task_name: str
+    result: dict  # normalized by task_result_normalize
+
+    @property
+    def auroc_ci(self):
+        return parse_ci(self.result.get("auroc_ci"))
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def task_result_normalize(raw: dict) -> dict:
+    """One task's stored results in the shape the pages and the API show.
+
+    Accepts the documented keys (``roc``, ``auroc_ea_imputed``, ``baselines: {random_direction,
+    diff_of_means}``, ``lift``) and the evaluator's TaskMetrics/BaselineResult names
+    (``roc_points``, ``auroc_ea_status``, ``random_direction_auroc``, ``lift_over_random``...).
+    """
+    raw = raw or {}
+    metrics = raw.get("metrics") if isinstance(raw.get("metrics"), dict) else raw
+    base_raw = raw.get("baselines") or {}
+    baselines = {
+        "random_direction": _number(base_raw.get("random_direction", base_raw.get("random_direction_auroc"))),
+        "diff_of_means": _number(base_raw.get("diff_of_means", base_raw.get("diff_of_means_auroc"))),
+    }
+    lift = raw.get("lift") or {}
+    if not lift and base_raw:
+        lift = {
+            "random_direction": _number(base_raw.get("lift_over_random")),
+            "diff_of_means": _number(base_raw.get("lift_over_diff_of_means")),
+        }
+    ea_status = metrics.get("auroc_ea_status")
+    return {
+        "auroc": _number(metrics.get("auroc")),
+        "auroc_ci": parse_ci(metrics.get("auroc_ci")),
+        "auroc_ea": _number(metrics.get("auroc_ea")),
+        "auroc_ea_imputed": bool(metrics.get("auroc_ea_imputed", ea_status == "imputed")),
+        "auroc_ea_na": ea_status == "n/a",
+        "auroc_ds": _number(metrics.get("auroc_ds")),
+        "auroc_ds_imputed": bool(metrics.get("auroc_ds_imputed", False)),
+        "ece": _number(metrics.get("ece")),
+        "brier": _number(metrics.get("brier")),
+        "recall_at_1pct_fpr": _number(metrics.get("recall_at_1pct_fpr")),
+        "n_test": metrics.get("n_test"),
+        "roc": metrics.get("roc") or metrics.get("roc_points") or [],
+        "reliability": metrics.get("reliability") or [],
+        "baselines": {k: v for k, v in baselines.items() if v is not None},
+        "lift": {k: v for k, v in lift.items() if v is not None},
+    }
+
+
+@dataclass
+class ProbeDetail:
+    probe: Probe
+    version: ProbeVersion
+    versions: list[ProbeVersion]
+    spec: WeightsSpec
+    specs: list[WeightsSpec]
+    score: Score | None
+    scores: list[Score]
+    results: list[TaskResult]
+    leakage: list[LeakageRecord]
+    history: list[CycleResult]
+    transfer: list[dict]
+    declared: list[dict]
+    model_names: dict[str, str]
+
+    @property
+    def ea_not_applicable(self) -> bool:
+        return self.probe.category_id == EVAL_AWARENESS
+
+    @property
+    def stable(self) -> bool:
+        return self.probe.stability_quarters >= STABILITY_MIN_QUARTERS
+
+    @property
+    def declared_mismatch(self) -> bool:
+        return any(d["flagged"] for d in self.declared)
+
+
+def probe_detail(*, slug: str, spec: str | None = None, version: int | None = None) -> ProbeDetail | None:
+    """A probe with a public version: its metadata, scores, per-task results, history and records.
+    None when the probe does not exist or has no scored version. Raises BoardQueryError on an
+    unknown spec."""
+    probe = (
+        Probe.objects.select_related("category", "base_model", "owner")
+        .prefetch_related(
+            Prefetch(
+                "versions",
+                queryset=ProbeVersion.objects.select_related("submission", "license")
+                .filter(submission__status=SCORED)
+                .order_by("-number"),
+            )
+        )
+        .filter(slug=slug)
+        .first()
+    )
+    if probe is None:
+        return None
+    versions = list(probe.versions.all())
+    if not versions:
+        return None
+    chosen = versions[0] if version is None else next((v for v in versions if v.number == version), None)
+    if chosen is None:
+        return None
+    specs = weights_spec_list()
+    resolved = resolve_spec(specs, spec, param="spec")
+    scores = list(Score.objects.filter(probe_version=chosen).select_related("spec").defer("per_task"))
+    scores.sort(key=lambda s: spec_version_key(s.spec_id))
+    score = Score.objects.filter(probe_version=chosen, spec=resolved).first()
+    per_task = (score.per_task if score else None) or {}
+    task_names = dict(Task.objects.filter(slug__in=list(per_task)).values_list("slug", "name"))
+    results = [
+        TaskResult(slug, task_names.get(slug, slug), task_result_normalize(per_task[slug]))
+        for slug in sorted(per_task)
+    ]
+    leakage = list(
+        LeakageRecord.objects.filter(probe=probe, status=LeakageRecord.Status.CONFIRMED)
+        .select_related("probe_version")
+        .order_by("-reviewed_at", "-created_at")
+    )
+    history = list(
+        CycleResult.objects.filter(probe_version__in=versions)
+        .select_related("cycle", "probe_version")
+        .order_by("cycle__quarter", "probe_version__number")
+    )
+    measurements = (score.measurements if score else None) or {}
+    transfer_raw = measurements.get("transfer") or {}
+    model_names = dict(BaseModel.objects.values_list("slug", "name"))
+    transfer = [
+        {"model": target, "name": model_names.get(target, target), "pearson": value}
+        for target, value in sorted(transfer_raw.items())
+    ]
+    declared = []
+    for metric, declared_value in sorted((chosen.declared_metrics or {}).items()):
+        gap = (chosen.declared_gaps or {}).get(metric)
+        gap = gap if isinstance(gap, dict) else None
+        measured = gap.get("measured") if gap else measurements.get(metric)
+        declared.append(
+            {
+                "metric": metric,
+                "declared": declared_value,
+                "measured": measured if not isinstance(measured, dict) else None,
+                "gap": gap.get("gap") if gap else None,
+                "flagged": bool(gap) and bool(gap.get("flagged", True)),
+            }
+        )
+    return ProbeDetail(
+        probe=probe,
+        version=chosen,
+        versions=versions,
+        spec=resolved,
+        specs=specs,
+        score=score,
+        scores=scores,
+        results=results,
+        leakage=leakage,
+        history=history,
+        transfer=transfer,
+        declared=declared,
+        model_names=model_names,
+    )
+
+
+def artifact_version_get(*, slug: str, number: int) -> ProbeVersion | None:
+    """A publicly visible version (scored submission) whose artifact may be downloaded."""
+    return (
+        ProbeVersion.objects.filter(probe__slug=slug, number=number, submission__status=SCORED)
+        .only("artifact_path", "artifact_sha256", "number", "probe__slug")
+        .select_related("probe")
+        .first()
+    )

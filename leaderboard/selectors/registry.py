@@ -1,0 +1,155 @@
+"""Reads for the registry pages: categories, tasks, base models, and the methodology page."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from django.db.models import Count, Exists, OuterRef, Prefetch
+
+from evaluator.registry import COMPONENTS
+from leaderboard.models import (
+    BaseModel,
+    Category,
+    License,
+    Probe,
+    ProbeVersion,
+    Score,
+    Submission,
+    Task,
+    WeightsSpec,
+)
+from leaderboard.presentation import COMPONENT_FORMULAS, COMPONENT_LABELS, POLICY
+from leaderboard.selectors.board import (
+    Board,
+    BoardQuery,
+    BoardRow,
+    JsonPaths,
+    board_get,
+    board_rows,
+    json_list,
+    latest_public_version,
+    parse_ci,
+    rank_rows,
+    weights_spec_list,
+)
+
+SCORED = Submission.Status.SCORED
+
+
+SPLIT_ORDER = ("train", "test", "distshift", "holdout_pool")
+
+
+def category_list() -> list[Category]:
+    return list(Category.objects.annotate(n_tasks=Count("tasks")).order_by("order"))
+
+
+def task_list(*, category: str | None = None) -> list[Task]:
+    qs = (
+        Task.objects.select_related("category").prefetch_related("splits").order_by("category__order", "slug")
+    )
+    if category:
+        qs = qs.filter(category_id=category)
+    return list(qs)
+
+
+def base_model_list() -> list[BaseModel]:
+    public = ProbeVersion.objects.filter(probe_id=OuterRef("pk"), submission__status=SCORED)
+    counts = dict(
+        Probe.objects.filter(Exists(public)).values_list("base_model_id").annotate(n=Count("pk")).order_by()
+    )
+    models = list(BaseModel.objects.order_by("slug"))
+    for model in models:
+        model.n_probes = counts.get(model.slug, 0)
+    return models
+
+
+@dataclass
+class TaskProbe:
+    row: BoardRow
+    auroc: float | None
+    auroc_ci: list[float] | None
+
+
+@dataclass
+class TaskDetail:
+    task: Task
+    splits: list
+    superseded: list[Task]
+    spec: WeightsSpec | None
+    probes: list[TaskProbe]
+
+
+def task_detail(*, slug: str) -> TaskDetail | None:
+    """A task with its splits and the public probes whose latest score has a result on it."""
+    task = (
+        Task.objects.select_related("category", "superseded_by")
+        .prefetch_related("splits", Prefetch("task_set", queryset=Task.objects.only("slug", "superseded_by")))
+        .filter(slug=slug)
+        .first()
+    )
+    if task is None:
+        return None
+    specs = weights_spec_list()
+    probes: list[TaskProbe] = []
+    spec = specs[-1] if specs else None
+    if spec is not None:
+        scores = (
+            Score.objects.filter(
+                spec=spec,
+                probe_version_id=latest_public_version(spec),
+                probe_version__probe__category_id=task.category_id,  # probes run on their category's tasks
+            )
+            .annotate(result=JsonPaths("per_task", [(slug, "auroc"), (slug, "auroc_ci")], large=True))
+            .values_list("probe_version__probe__slug", "result")
+        )
+        found = {probe: json_list(raw, 2) for probe, raw in scores}
+        ran = {probe: v for probe, v in found.items() if v[0] is not None or v[1] is not None}
+        rows = rank_rows(board_rows(spec=spec, query=BoardQuery(), slugs=list(ran)), measured_only=False)
+        for row in rows:
+            auroc, ci = ran[row.probe]
+            probes.append(
+                TaskProbe(row=row, auroc=float(auroc) if auroc is not None else None, auroc_ci=parse_ci(ci))
+            )
+        probes.sort(key=lambda p: (p.auroc is not None, p.auroc or 0.0), reverse=True)
+    order = {name: i for i, name in enumerate(SPLIT_ORDER)}
+    splits = sorted(task.splits.all(), key=lambda s: order.get(s.name, 99))
+    return TaskDetail(
+        task=task, splits=splits, superseded=list(task.task_set.all()), spec=spec, probes=probes
+    )
+
+
+@dataclass
+class ModelDetail:
+    model: BaseModel
+    board: Board
+    by_category: list[tuple[str, int]]
+
+
+def base_model_detail(*, slug: str) -> ModelDetail | None:
+    model = BaseModel.objects.filter(slug=slug).first()
+    if model is None:
+        return None
+    board = board_get(query=BoardQuery(model=slug), values=True)
+    counts = Counter(row.category for row in board.rows)
+    return ModelDetail(model=model, board=board, by_category=sorted(counts.items()))
+
+
+def methodology() -> dict:
+    specs = weights_spec_list()
+    rows = [
+        {
+            "name": name,
+            "label": COMPONENT_LABELS[name],
+            "formula": COMPONENT_FORMULAS[name],
+            "weights": [spec.weights.get(name) for spec in specs],
+            "imputation": [spec.imputation.get(name) for spec in specs],
+        }
+        for name in COMPONENTS
+    ]
+    return {
+        "specs": specs,
+        "components": rows,
+        "licenses": list(License.objects.order_by("-score", "spdx_id")),
+        "policy": POLICY,
+    }

@@ -1,0 +1,118 @@
+"""What happens when a run finishes, and the reconciler: the only services module that fans out
+(to submissions, coverage, re-evaluation cycles and reference updates). The top of the services
+order: nothing imports it but the Celery tasks, the admin and the management commands.
+
+    evaluation_run_process     execute one run (services.runs), then fan out
+    evaluation_run_fan_out     a run finished: advance its submission(s), its cycle, the backfill
+                               it completes, the reference update it belongs to
+    evaluation_runs_reconcile  re-queue runs whose worker died or whose message was lost, and
+                               complete what a lost message left waiting
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from leaderboard.models import EvaluationRun, ReferenceUpdate, Submission
+from leaderboard.policy import MAX_ATTEMPTS
+from leaderboard.services.coverage import coverage_advance_for_run, coverage_reconcile
+from leaderboard.services.reevaluation import cycle_advance, cycles_reconcile
+from leaderboard.services.reference_updates import reference_updates_reconcile
+from leaderboard.services.runs import (
+    EXECUTE_TASK,
+    REFERENCE_UPDATE_ADVANCE_TASK,
+    evaluation_run_execute,
+    run_held,
+    task_delay,
+)
+from leaderboard.services.submissions import submission_advance
+
+log = logging.getLogger(__name__)
+Run = EvaluationRun
+
+
+def evaluation_run_process(*, run_id: int, worker: str | None = None) -> str:
+    """Execute one run end to end (:func:`services.runs.evaluation_run_execute`) and fan out once it
+    has finished. Returns what happened: skipped | succeeded | failed | lost."""
+    return evaluation_run_execute(run_id=run_id, worker=worker, on_finished=evaluation_run_fan_out)
+
+
+def evaluation_run_fan_out(run: EvaluationRun) -> None:
+    """After a run finishes: advance its submission, or every submission waiting on a shared
+    reference run; advance its cycle, or rescore what its backfill completes; start recomputing
+    the dependents of a new reference."""
+    if run.submission_id:
+        submission_advance(submission=Submission.objects.get(pk=run.submission_id))
+    if run.kind == Run.Kind.REFERENCE:
+        waiting = Submission.objects.filter(
+            status__in=[Submission.Status.QUEUED, Submission.Status.RUNNING],
+            probe_version__probe__base_model=run.base_model,
+        )
+        for sub in waiting:
+            submission_advance(submission=sub)
+    if run.cycle_id:
+        cycle_advance(cycle_id=run.cycle_id)
+    else:
+        try:
+            coverage_advance_for_run(run)
+        except Exception:  # the run itself is done; the reconciler retries the rescore
+            log.exception("rescoring after run %s failed", run.pk)
+    if run.kind == Run.Kind.REFERENCE:
+        # recomputing the dependents needs no model: bookkeeping, on the default queue
+        ids = list(
+            ReferenceUpdate.objects.filter(
+                new_version_id=run.probe_version_id, status=ReferenceUpdate.Status.RUNNING
+            ).values_list("pk", flat=True)
+        )
+        transaction.on_commit(lambda: [task_delay(REFERENCE_UPDATE_ADVANCE_TASK, i) for i in ids])
+
+
+def evaluation_runs_reconcile(*, now=None, dispatch: Callable[[int], None] | None = None) -> dict:
+    """Recover from dead workers and lost messages. Safe to run any time, from beat or by hand.
+
+    - running runs with no heartbeat for RUN_HEARTBEAT_TIMEOUT_S → back to queued, re-published;
+    - queued runs not started for RUN_REQUEUE_AFTER_S (e.g. the broker lost them) → re-published.
+    The conditional claim makes a duplicate message a no-op, so re-publishing never runs twice.
+    """
+    dispatch = dispatch or (lambda run_id: task_delay(EXECUTE_TASK, run_id))
+    now = now or timezone.now()
+    stale_before = now - timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT_S)
+    requeue_before = now - timedelta(seconds=settings.RUN_REQUEUE_AFTER_S)
+    report = {"requeued_dead": [], "republished": [], "advanced": 0}
+    for run in Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=stale_before):
+        if run.attempts >= MAX_ATTEMPTS:
+            if run_held(run).update(
+                status=Run.Status.FAILED,
+                error_kind="infrastructure",
+                finished_at=now,
+                error=f"worker lost {run.attempts} times (no heartbeat)",
+            ):
+                evaluation_run_fan_out(run)
+            continue
+        if (
+            run_held(run)
+            .filter(heartbeat_at__lt=stale_before)
+            .update(status=Run.Status.QUEUED, queued_at=now, step="re-queued: worker lost", worker_host="")
+        ):
+            report["requeued_dead"].append(run.pk)
+    for run_id in Run.objects.filter(status=Run.Status.QUEUED, queued_at__lt=requeue_before).values_list(
+        "pk", flat=True
+    ):
+        if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED, queued_at__lt=requeue_before).update(
+            queued_at=now
+        ):
+            report["republished"].append(run_id)
+    for run_id in report["requeued_dead"] + report["republished"]:
+        dispatch(run_id)
+    for sub in Submission.objects.filter(status__in=[Submission.Status.QUEUED, Submission.Status.RUNNING]):
+        report["advanced"] += bool(submission_advance(submission=sub))
+    report["cycles_completed"] = cycles_reconcile()
+    report["reference_updates_completed"] = reference_updates_reconcile()
+    report["rescored"] = coverage_reconcile()
+    return report

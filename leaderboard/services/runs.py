@@ -1,0 +1,294 @@
+"""Evaluation runs: plan them, publish them once committed, claim one, heartbeat while it
+executes, store its per-example scores. The bottom of the services order: imports no other
+service. What happens once a run has finished is given as ``on_finished``
+(``leaderboard.services.lifecycle`` passes its fan-out).
+
+    evaluation_runs_plan       every run a submission waits on (score, reference, reproduce,
+                               transfer); score_runs_plan for the score runs alone
+    evaluation_runs_dispatch_on_commit  publish them to the broker after the transaction commits
+    evaluation_run_claim       a conditional UPDATE: one winner per queued run
+    evaluation_run_execute     claim, run the evaluator (leaderboard.runner) under a Heartbeat,
+                               store the result while this attempt still holds the run
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Callable
+
+from celery import current_app
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from evaluator import CODE_VERSION
+from evaluator.errors import EvaluatorError, InfrastructureError, RegistryError
+from evaluator.registry import EVAL_AWARENESS
+from leaderboard import runner
+from leaderboard.errors import InfrastructureFault
+from leaderboard.models import BaseModel, EvaluationRun, ProbeVersion, Submission, Task, TaskSplit
+from leaderboard.policy import MAX_ATTEMPTS, SCORE_SPLITS
+from leaderboard.selectors.shared import ea_reference_version
+
+log = logging.getLogger(__name__)
+
+Run = EvaluationRun
+TERMINAL = (Run.Status.SUCCEEDED, Run.Status.FAILED)
+#: Celery task names (leaderboard/tasks.py). Services publish by name: the tasks import the
+#: services inside their bodies, never the other way round.
+EXECUTE_TASK = "leaderboard.tasks.evaluation_run_execute_task"
+REFERENCE_UPDATE_ADVANCE_TASK = "leaderboard.tasks.reference_update_advance_task"
+OnFinished = Callable[[EvaluationRun], None]
+
+
+def task_delay(name: str, *args) -> None:
+    """Publish a Celery task by its registered name (eager in tests, like ``.delay``)."""
+    current_app.tasks[name].delay(*args)
+
+
+# --------------------------------------------------------------------------- planning runs
+
+
+def enabled_models():
+    qs = BaseModel.objects.filter(is_active=True)
+    if settings.ENABLED_MODELS:
+        qs = qs.filter(slug__in=settings.ENABLED_MODELS)
+    return qs
+
+
+def evaluation_runs_plan(*, version: ProbeVersion, submission: Submission) -> list[EvaluationRun]:
+    """Create every run a submission waits on; return the ones that need dispatching.
+
+    - score and reference runs on each active task of its category (:func:`score_runs_plan`);
+    - reproduce / transfer: with a recipe, the recipe re-run on the source model and re-fit on
+      every other enabled base model.
+    """
+    probe = version.probe
+    tasks = list(Task.objects.filter(category=probe.category, status=Task.Status.ACTIVE))
+    new = score_runs_plan(version=version, tasks=tasks, submission=submission)
+    if version.recipe:
+        recipe_task = Task.objects.get(slug=version.recipe["task"])
+        new += _runs_get_or_create(
+            [
+                (version, Run.Kind.REPRODUCE, recipe_task, "train", probe.base_model_id),
+                *(
+                    (version, Run.Kind.TRANSFER, recipe_task, "test", target.slug)
+                    for target in enabled_models().exclude(slug=probe.base_model_id)
+                ),
+            ],
+            submission=submission,
+        )
+    return new
+
+
+def score_runs_plan(
+    *, version: ProbeVersion, tasks: list[Task], submission: Submission | None
+) -> list[EvaluationRun]:
+    """Create the runs that measure ``version`` on ``tasks``; return the ones that need dispatching.
+
+    - score: the artifact on each task: test, train (the 1%-FPR threshold is fixed on train
+      negatives) and distshift where the task has one;
+    - reference: the eval-awareness reference probe on each task's test split (shared by every
+      probe on that base model, so it is created once and reused; never tied to a submission).
+    """
+    probe = version.probe
+    splits = set(
+        TaskSplit.objects.filter(task__in=tasks, name__in=SCORE_SPLITS).values_list("task_id", "name")
+    )
+    planned = [
+        (version, Run.Kind.SCORE, task, split, probe.base_model_id)
+        for task in tasks
+        for split in SCORE_SPLITS
+        if (task.slug, split) in splits
+    ]
+    new = _runs_get_or_create(planned, submission=submission)
+    if probe.category_id != EVAL_AWARENESS:
+        ref = ea_reference_version(base_model=probe.base_model)
+        if ref is not None:
+            new += _runs_get_or_create(
+                [(ref, Run.Kind.REFERENCE, task, "test", probe.base_model_id) for task in tasks],
+                submission=None,
+            )
+    return new
+
+
+def _runs_get_or_create(planned, *, submission: Submission | None) -> list[EvaluationRun]:
+    """(version, kind, task, split, base model) → the run outside any cycle, created if missing;
+    returns those to dispatch (created, or still queued)."""
+    new = []
+    for version, kind, task, split, base_model_id in planned:
+        run, created = EvaluationRun.objects.get_or_create(
+            probe_version=version,
+            kind=kind,
+            task=task,
+            split=split,
+            base_model_id=base_model_id,
+            cycle=None,
+            defaults={"submission": submission, "code_version": CODE_VERSION},
+        )
+        if created or run.status == Run.Status.QUEUED:
+            new.append(run)
+    return new
+
+
+def evaluation_runs_dispatch_on_commit(runs: list[EvaluationRun]) -> None:
+    """Publish the runs to the broker once the transaction that created them commits, so a worker
+    never sees an uncommitted row."""
+    ids = [r.pk for r in runs]
+    transaction.on_commit(lambda: [task_delay(EXECUTE_TASK, i) for i in ids])
+
+
+# --------------------------------------------------------------------------- executing runs
+
+
+class RunLost(Exception):
+    """The run was taken back (reconciled) while this worker held it: stop, write nothing."""
+
+
+def evaluation_run_claim(*, run_id: int, worker: str) -> EvaluationRun | None:
+    """Claim a queued run with a conditional UPDATE; None if another worker got there first."""
+    now = timezone.now()
+    claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+        status=Run.Status.RUNNING,
+        started_at=now,
+        heartbeat_at=now,
+        attempts=F("attempts") + 1,
+        worker_host=worker,
+        progress=0.0,
+        step="claimed",
+        error="",
+        error_kind="",
+    )
+    if not claimed:
+        return None
+    run = Run.objects.select_related("probe_version__probe", "task", "base_model", "submission").get(
+        pk=run_id
+    )
+    if run.submission_id:
+        Submission.objects.filter(pk=run.submission_id, status=Submission.Status.QUEUED).update(
+            status=Submission.Status.RUNNING, updated_at=now
+        )
+    return run
+
+
+def run_held(run: EvaluationRun):
+    """The queryset that matches this run only while this attempt still holds it."""
+    return Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, attempts=run.attempts)
+
+
+class Heartbeat:
+    """Beats every ``interval`` seconds in a thread while a run executes, and forwards progress.
+
+    If a beat finds the run no longer held by this attempt, ``lost`` is set and the next progress
+    call raises RunLost, so the worker stops without writing results.
+    """
+
+    def __init__(self, run: EvaluationRun, interval: float = 15.0):
+        self.run, self.interval = run, interval
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{run.pk}", daemon=True)
+        self._last_progress = 0.0
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self):
+        try:
+            while not self._stop.wait(self.interval):
+                if not run_held(self.run).update(heartbeat_at=timezone.now()):
+                    self.lost.set()
+                    return
+        finally:
+            close_old_connections()
+            connection.close()
+
+    def progress(self, fraction: float, step: str) -> None:
+        if self.lost.is_set():
+            raise RunLost(f"run {self.run.pk} was re-queued while running")
+        now = timezone.now().timestamp()
+        if now - self._last_progress < 1.0 and fraction < 1.0:
+            return
+        self._last_progress = now
+        if not run_held(self.run).update(
+            progress=max(0.0, min(1.0, fraction)), step=step[:200], heartbeat_at=timezone.now()
+        ):
+            self.lost.set()
+            raise RunLost(f"run {self.run.pk} was re-queued while running")
+
+
+def evaluation_run_execute(*, run_id: int, worker: str | None = None, on_finished: OnFinished) -> str:
+    """Execute one run end to end. Returns what happened: skipped | succeeded | failed | lost.
+    ``on_finished(run)`` is called once the run has finished (succeeded or failed) under this
+    attempt (``leaderboard.services.lifecycle.run_finished``).
+
+    Artifact faults fail the run (and its submission) with the reason, no retry. Infrastructure
+    faults put the run back in the queue and re-raise so the Celery task retries with backoff;
+    after MAX_ATTEMPTS the run fails.
+    """
+    worker = worker or socket.gethostname()
+    run = evaluation_run_claim(run_id=run_id, worker=worker)
+    if run is None:
+        return "skipped"
+    try:
+        with Heartbeat(run) as beat:
+            outcome = runner.run_execute(run=run, progress=beat.progress)
+    except RunLost:
+        log.warning("run %s lost while running; another attempt owns it", run.pk)
+        return "lost"
+    except InfrastructureError as exc:  # a missing model package, a full disk...: retry later
+        return _run_infrastructure_fault(run, exc, on_finished)
+    except RegistryError as exc:  # a split file that no longer matches its hash: never retried
+        return _run_fail(run, f"registry: {exc}", kind="infrastructure", on_finished=on_finished)
+    except EvaluatorError as exc:  # the artifact's fault (shape, NaN, a recipe that cannot fit)
+        return _run_fail(run, str(exc), kind="artifact", on_finished=on_finished)
+    except Exception as exc:  # an unexpected fault of the machine, not of the artifact
+        return _run_infrastructure_fault(run, exc, on_finished)
+    done = run_held(run).update(
+        status=Run.Status.SUCCEEDED,
+        progress=1.0,
+        step="done",
+        finished_at=timezone.now(),
+        example_scores=outcome.example_scores,
+        metrics=outcome.metrics,
+        timings=outcome.timings,
+        cache_key=outcome.cache_key,
+        split_sha256=outcome.split_sha256,
+        code_version=CODE_VERSION,
+    )
+    if not done:
+        return "lost"
+    on_finished(run)
+    return "succeeded"
+
+
+def _run_fail(run: EvaluationRun, message: str, *, kind: str, on_finished: OnFinished) -> str:
+    if run_held(run).update(
+        status=Run.Status.FAILED, error=message[:2000], error_kind=kind, finished_at=timezone.now()
+    ):
+        on_finished(run)
+    return "failed"
+
+
+def _run_infrastructure_fault(run: EvaluationRun, exc: Exception, on_finished: OnFinished) -> str:
+    message = f"{type(exc).__name__}: {exc}"[:2000]
+    log.exception("run %s attempt %s: infrastructure fault", run.pk, run.attempts)
+    if run.attempts >= MAX_ATTEMPTS:
+        return _run_fail(
+            run,
+            f"infrastructure fault after {run.attempts} attempts: {message}",
+            kind="infrastructure",
+            on_finished=on_finished,
+        )
+    run_held(run).update(
+        status=Run.Status.QUEUED, error=message, error_kind="infrastructure", queued_at=timezone.now()
+    )
+    raise InfrastructureFault(message) from exc

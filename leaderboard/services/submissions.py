@@ -1,0 +1,236 @@
+"""Submissions: validate an upload and queue its evaluation, reject one, and score one once every
+run it waits on has finished.
+
+    submission_create    validate metadata + artifact, store the file, create the rows, plan the
+                         runs, dispatch them on commit
+    submission_advance   once every run it waits on is finished: score it (or fail it), run the
+                         leakage rule, start a reference update when it is an eval-awareness
+                         reference probe
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from evaluator.errors import ArtifactError, EvaluatorError
+from evaluator.probes import probe_from_bytes
+from evaluator.registry import EVAL_AWARENESS
+from leaderboard import artifacts
+from leaderboard.errors import Conflict, DuplicateArtifact, ServiceError, ValidationFailed
+from leaderboard.models import EvaluationRun, Probe, ProbeVersion, Submission, Task
+from leaderboard.selectors.shared import submission_runs
+from leaderboard.services.leakage import leakage_rules_on_scoring
+from leaderboard.services.reference_updates import reference_update_start
+from leaderboard.services.runs import TERMINAL, evaluation_runs_dispatch_on_commit, evaluation_runs_plan
+from leaderboard.services.scores import submission_score
+from leaderboard.validation import CleanMetadata, metadata_validate, parse_json_field
+
+log = logging.getLogger(__name__)
+Run = EvaluationRun
+
+
+def submission_create(
+    *,
+    user,
+    artifact,
+    metadata,
+    recipe=None,
+    via: str = "api",
+    is_reference: bool = False,
+    reference_role: str = "",
+) -> Submission:
+    """Validate an upload and queue its evaluation. Any rejection raises a ServiceError (400, 409,
+    413) and leaves no row and no stored file behind."""
+    metadata = parse_json_field(metadata, "metadata")
+    recipe = parse_json_field(recipe, "recipe")
+    clean = metadata_validate(metadata, recipe=recipe)
+    if not Task.objects.filter(category=clean.category, status=Task.Status.ACTIVE).exists():
+        raise ValidationFailed(
+            f"category: {clean.category.slug} has no active task yet, so nothing can be measured",
+            field="category",
+        )
+    if artifact is None:
+        raise ValidationFailed("artifact: a .safetensors file is required", field="artifact")
+    data = artifacts.read_upload(artifact, max_bytes=settings.MAX_ARTIFACT_BYTES)
+    sha = artifacts.sha256_bytes(data)
+    _raise_if_duplicate(sha)
+    kind = _artifact_validate(data, clean)
+
+    relpath, created = artifacts.artifact_store(data, sha)
+    try:
+        with transaction.atomic():
+            probe = _probe_for(
+                user=user, clean=clean, is_reference=is_reference, reference_role=reference_role
+            )
+            number = (probe.versions.order_by("-number").values_list("number", flat=True).first() or 0) + 1
+            version = ProbeVersion.objects.create(
+                probe=probe,
+                number=number,
+                artifact_sha256=sha,
+                artifact_path=relpath,
+                artifact_bytes=len(data),
+                kind=kind,
+                layer=clean.layer,
+                position=clean.position,
+                input=clean.input,
+                output=clean.output,
+                license=clean.license,
+                authors=clean.authors,
+                paper_url=clean.paper_url,
+                description=clean.description,
+                training_data=clean.training_data,
+                declared_metrics=clean.declared_metrics,
+                recipe=clean.recipe,
+                metadata=clean.raw,
+            )
+            submission = Submission.objects.create(
+                probe_version=version,
+                submitter=user,
+                via=via,
+                status=Submission.Status.VALIDATED,
+                step="validated",
+            )
+            runs = evaluation_runs_plan(version=version, submission=submission)
+            submission.status = Submission.Status.QUEUED
+            submission.step = f"queued: {len(runs)} evaluation run(s)"
+            submission.save(update_fields=["status", "step", "updated_at"])
+            evaluation_runs_dispatch_on_commit(runs)
+    except IntegrityError:
+        if created:
+            artifacts.artifact_remove(relpath)
+        _raise_if_duplicate(sha)
+        raise
+    except BaseException:
+        if created:
+            artifacts.artifact_remove(relpath)
+        raise
+    log.info("submission %s queued: %s (%d runs)", submission.pk, version, len(runs))
+    return submission
+
+
+def _raise_if_duplicate(sha: str) -> None:
+    existing = ProbeVersion.objects.filter(artifact_sha256=sha).select_related("probe").first()
+    if existing:
+        raise DuplicateArtifact(
+            f"artifact: this exact file (SHA-256 {sha}) was already submitted as {existing}",
+            field="artifact",
+            extra={"existing_probe": existing.probe.slug, "existing_url": existing.get_absolute_url()},
+        )
+
+
+def _artifact_validate(data: bytes, clean: CleanMetadata) -> str:
+    """Check the tensors against the base model (evaluator.probes); return the probe kind."""
+    try:
+        probe = probe_from_bytes(
+            data,
+            d_model=clean.base_model.d_model,
+            n_layers=clean.base_model.n_layers,
+            layer=clean.layer,
+            max_bytes=settings.MAX_ARTIFACT_BYTES,
+        )
+    except ArtifactError as exc:
+        raise ValidationFailed(f"artifact: {exc}", field="artifact") from None
+    return probe.kind
+
+
+def _probe_for(*, user, clean: CleanMetadata, is_reference: bool, reference_role: str) -> Probe:
+    if clean.probe_slug:
+        probe = Probe.objects.select_for_update().filter(slug=clean.probe_slug, owner=user).first()
+        if probe is None:
+            raise ValidationFailed(f"probe: you have no probe {clean.probe_slug!r}", field="probe")
+        if probe.category_id != clean.category.slug or probe.base_model_id != clean.base_model.slug:
+            raise ValidationFailed(
+                "probe: a new version must keep the probe's category and base model"
+                f" ({probe.category_id}, {probe.base_model_id})",
+                field="probe",
+            )
+        return probe
+    base = slugify(clean.name)[:100] or "probe"
+    slug, n = base, 1
+    while Probe.objects.filter(slug=slug).exists():
+        n += 1
+        slug = f"{base}-{n}"
+    return Probe.objects.create(
+        slug=slug,
+        name=clean.name,
+        owner=user,
+        category=clean.category,
+        base_model=clean.base_model,
+        is_reference=is_reference,
+        reference_role=reference_role,
+    )
+
+
+@transaction.atomic
+def submission_reject(*, submission: Submission, by, reason: str) -> Submission:
+    """A maintainer rejects a submission with a public reason; its runs stop mattering."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise ServiceError("a rejection needs a public reason", field="rejection_reason")
+    sub = Submission.objects.select_for_update().get(pk=submission.pk)
+    if sub.status == Submission.Status.REJECTED:
+        raise Conflict(f"submission {sub.pk} is already rejected")
+    sub.status = Submission.Status.REJECTED
+    sub.rejection_reason = reason
+    sub.reviewed_by = by
+    sub.finished_at = timezone.now()
+    sub.save(update_fields=["status", "rejection_reason", "reviewed_by", "finished_at", "updated_at"])
+    return sub
+
+
+def submission_advance(*, submission: Submission) -> Submission | None:
+    """If every run the submission waits on is finished, score it (or fail it). Idempotent:
+    returns the submission when it changed state, None otherwise."""
+    runs = list(submission_runs(submission))
+    if not runs or any(r.status not in TERMINAL for r in runs):
+        done = sum(r.status in TERMINAL for r in runs)
+        Submission.objects.filter(
+            pk=submission.pk, status__in=[Submission.Status.QUEUED, Submission.Status.RUNNING]
+        ).update(
+            progress=done / max(len(runs), 1),
+            step=f"{done} of {len(runs)} runs finished",
+            updated_at=timezone.now(),
+        )
+        return None
+    with transaction.atomic():
+        sub = Submission.objects.select_for_update().get(pk=submission.pk)
+        if sub.status not in (Submission.Status.QUEUED, Submission.Status.RUNNING):
+            return None
+        essential = [r for r in runs if r.kind == Run.Kind.SCORE]
+        failed = [r for r in essential if r.status == Run.Status.FAILED]
+        if failed:
+            reasons = sorted({f"{r.task_id}/{r.split}: {r.error}" for r in failed})
+            sub.status = Submission.Status.FAILED
+            sub.failure_reason = "; ".join(reasons)[:4000]
+            sub.step = "failed"
+        else:
+            try:
+                with transaction.atomic():
+                    submission_score(submission=sub, runs=runs)
+            except (EvaluatorError, ServiceError) as exc:
+                sub.status = Submission.Status.FAILED
+                sub.failure_reason = f"scoring failed: {exc}"
+                sub.step = "failed"
+            except Exception as exc:  # a bug of ours: fail it visibly rather than leave it running
+                log.exception("scoring submission %s failed", sub.pk)
+                sub.status = Submission.Status.FAILED
+                sub.failure_reason = (
+                    f"scoring failed (internal error, the maintainers are told): {type(exc).__name__}: {exc}"
+                )
+                sub.step = "failed"
+            else:
+                sub.status = Submission.Status.SCORED
+                sub.step = "scored"
+                leakage_rules_on_scoring(version=sub.probe_version)
+                if sub.probe_version.probe.reference_role == EVAL_AWARENESS:
+                    # every dependent auroc_ea is recomputed once this version has scored their items
+                    transaction.on_commit(lambda: reference_update_start(new_version=sub.probe_version))
+        sub.progress = 1.0
+        sub.finished_at = timezone.now()
+        sub.save(update_fields=["status", "failure_reason", "step", "progress", "finished_at", "updated_at"])
+    return sub
