@@ -45,3 +45,12 @@ def reference_update_advance_task(update_id: int) -> str:
     from leaderboard.services.reference_updates import reference_update_advance
 
     return reference_update_advance(update_id=update_id).status
+
+
+@shared_task(acks_late=True)
+def rank_intervals_refresh_task(category_id: str) -> dict:
+    """Recompute the rank intervals of a category's boards after its scores changed (no model:
+    the default queue; a duplicate message finds the boards current and does nothing)."""
+    from leaderboard.services.rank_intervals import rank_intervals_refresh
+
+    return rank_intervals_refresh(category_id=category_id)

@@ -7,6 +7,7 @@ One order; each module imports only earlier ones (checked by import-linter, see 
 
     runs               plan, dispatch on commit, claim, heartbeat, execute one run
     scores             the score writer: Score rows from stored per-example scores
+    rank_intervals     the boards' rank intervals and tie groups, from stored per-example scores
     leakage            leakage records: the suspicion rules, open, review
     reference_updates  a new eval-awareness reference probe: recompute the dependents
     submissions        create, reject, advance (score once every run is finished)

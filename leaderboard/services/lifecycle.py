@@ -22,6 +22,7 @@ from django.utils import timezone
 from leaderboard.models import EvaluationRun, ReferenceUpdate, Submission
 from leaderboard.policy import MAX_ATTEMPTS
 from leaderboard.services.coverage import coverage_advance_for_run, coverage_reconcile
+from leaderboard.services.rank_intervals import rank_intervals_reconcile
 from leaderboard.services.reevaluation import cycle_advance, cycles_reconcile
 from leaderboard.services.reference_updates import reference_updates_reconcile
 from leaderboard.services.runs import (
@@ -115,4 +116,5 @@ def evaluation_runs_reconcile(*, now=None, dispatch: Callable[[int], None] | Non
     report["cycles_completed"] = cycles_reconcile()
     report["reference_updates_completed"] = reference_updates_reconcile()
     report["rescored"] = coverage_reconcile()
+    report["rank_boards_recomputed"] = rank_intervals_reconcile()
     return report

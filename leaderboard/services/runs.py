@@ -41,6 +41,7 @@ TERMINAL = (Run.Status.SUCCEEDED, Run.Status.FAILED)
 #: services inside their bodies, never the other way round.
 EXECUTE_TASK = "leaderboard.tasks.evaluation_run_execute_task"
 REFERENCE_UPDATE_ADVANCE_TASK = "leaderboard.tasks.reference_update_advance_task"
+RANK_INTERVALS_REFRESH_TASK = "leaderboard.tasks.rank_intervals_refresh_task"
 OnFinished = Callable[[EvaluationRun], None]
 
 
@@ -263,6 +264,8 @@ def evaluation_run_execute(*, run_id: int, worker: str | None = None, on_finishe
         cache_key=outcome.cache_key,
         split_sha256=outcome.split_sha256,
         code_version=CODE_VERSION,
+        protocol=outcome.protocol,
+        environment=outcome.environment,
     )
     if not done:
         return "lost"

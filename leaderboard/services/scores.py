@@ -4,7 +4,8 @@ under every weights spec (``evaluator.scoring``), the reproduction mark and the 
 gaps.
 
 Recomputing is cheap and deterministic, which is what lets a new eval-awareness reference probe
-or a new weights spec re-score every entry without rerunning a model. Imports no other service.
+or a new weights spec re-score every entry without rerunning a model. Imports only services.runs
+(to publish the rank-interval refresh by task name).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from evaluator.errors import EvaluatorError
@@ -31,6 +33,7 @@ from leaderboard.models import (
     WeightsSpec,
 )
 from leaderboard.selectors.shared import ea_reference_version
+from leaderboard.services.runs import RANK_INTERVALS_REFRESH_TASK, task_delay
 
 Run = EvaluationRun
 
@@ -152,6 +155,7 @@ def measurements_compute(
         }
         per_task_out[task_id] = d
     latency = latencies[0]
+    protocol, environment = _measured_under([r for splits in by_task.values() for r in splits.values()])
     tests = [ScoredExamples.from_records(by_task[t]["test"].example_scores) for t in per_task]
     aggregate["auroc_ci"] = list(auroc_mean_ci([(t.scores, t.labels) for t in tests]))
     return {
@@ -170,11 +174,24 @@ def measurements_compute(
         "reproduce_error": reproduce.error
         if reproduce is not None and reproduce.status == Run.Status.FAILED
         else "",
+        "protocol": protocol,
+        "environment": environment,
     }
 
 
+def _measured_under(score_runs: list[EvaluationRun]) -> tuple[str, dict[str, Any]]:
+    """The protocol the score runs share ("" when they differ or predate protocols) and the
+    environment of the first test run, as recorded by the worker (evaluator.environment)."""
+    protocols = {r.protocol for r in score_runs}
+    protocol = protocols.pop() if len(protocols) == 1 else ""
+    tests = sorted((r for r in score_runs if r.split == "test"), key=lambda r: (r.task_id, r.pk))
+    environment = dict(tests[0].environment) if tests and tests[0].environment else {}
+    return protocol, environment
+
+
 def scores_write(*, version: ProbeVersion, computed: dict[str, Any]) -> list[Score]:
-    """Write (or replace) the Score of ``version`` under every weights spec."""
+    """Write (or replace) the Score of ``version`` under every weights spec; once committed, the
+    rank intervals of its category's boards are recomputed (services.rank_intervals, by task)."""
     licenses = _licenses()
     rows = []
     for spec_row in WeightsSpec.objects.all():
@@ -189,10 +206,15 @@ def scores_write(*, version: ProbeVersion, computed: dict[str, Any]) -> list[Sco
                 "components": data["components"],
                 "measurements": computed["aggregate"],
                 "per_task": computed["per_task"],
+                "protocol": computed.get("protocol", ""),
+                "environment": computed.get("environment", {}),
                 "computed_at": timezone.now(),
             },
         )
         rows.append(row)
+    category_id = version.probe.category_id
+    # robust: a failed publish is logged; the reconciler recomputes stale boards anyway
+    transaction.on_commit(lambda: task_delay(RANK_INTERVALS_REFRESH_TASK, category_id), robust=True)
     return rows
 
 
