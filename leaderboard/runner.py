@@ -8,6 +8,11 @@ Each run kind maps to evaluator functions:
     reproduce  reproduction_check (the recipe re-run, compared with the artifact)
     transfer   cross_model_transfer to the run's base model (ρ_CE for that target)
     holdout    the probe on the quarter's minted holdout (file verified against its SHA-256)
+
+Every run is measured under the registry's current measurement protocol (registry/protocols/):
+models are loaded with ``protocol=`` (float32, TF32 off; anything else is refused), harvested with
+its settings, and each outcome records the protocol and the environment (evaluator.environment).
+The device is ``PROBEBENCH_DEVICE`` (settings.EVALUATION_DEVICE; default: CUDA when available).
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ class RunOutcome:
     timings: dict[str, float] = field(default_factory=dict)
     cache_key: str = ""
     split_sha256: str = ""
+    protocol: str = ""  # the measurement protocol the run followed
+    environment: dict[str, Any] = field(default_factory=dict)  # evaluator.environment
 
 
 # --------------------------------------------------------------------------- per-process caches
@@ -53,6 +60,7 @@ def _registry_fingerprint(root: Path) -> tuple:
     the database does not have to restart the workers."""
     files = [root / "tasks.yaml", root / "registry" / "licenses.yaml", root / "registry" / "models.yaml"]
     files += sorted((root / "registry" / "weights").glob("*"))
+    files += sorted((root / "registry" / "protocols").glob("*"))
     out = []
     for f in files:
         try:
@@ -74,16 +82,31 @@ def registry():
     return cached[1]
 
 
+def protocol():
+    """The measurement protocol every run of this worker follows (the registry's current one)."""
+    return registry().protocol()
+
+
 def loaded_model(model_id: str):
-    """A base model kept loaded between runs of the same worker (LRU of MODELS_KEPT)."""
+    """A base model kept loaded between runs of the same worker (LRU of MODELS_KEPT), under the
+    protocol: float32 whatever the hardware offers (``dtype="auto"`` would pick bf16 on a CPU
+    with AVX512-BF16 units or a GPU), TF32 off on CUDA."""
     from evaluator.models import load_model
 
+    current = protocol()
+    key = f"{model_id}@{current.id}"
     with _lock:
-        if model_id in _models:
-            _models.move_to_end(model_id)
-            return _models[model_id]
-        lm = load_model(model_id, registry=registry(), cache_dir=settings.CACHE_DIR)
-        _models[model_id] = lm
+        if key in _models:
+            _models.move_to_end(key)
+            return _models[key]
+        lm = load_model(
+            model_id,
+            registry=registry(),
+            cache_dir=settings.CACHE_DIR,
+            device=getattr(settings, "EVALUATION_DEVICE", None) or None,
+            protocol=current,
+        )
+        _models[key] = lm
         while len(_models) > MODELS_KEPT:
             _models.popitem(last=False)
         return lm
@@ -113,9 +136,17 @@ def probe_for(version: ProbeVersion):
 
 
 def harvest_config():
+    """The protocol's harvest settings."""
     from evaluator.activations import HarvestConfig
 
-    return HarvestConfig()
+    return HarvestConfig.from_protocol(protocol())
+
+
+def _measured(outcome: RunOutcome, lm) -> RunOutcome:
+    """Record the protocol and the environment the run was measured in."""
+    outcome.protocol = lm.protocol_id or ""
+    outcome.environment = lm.environment()
+    return outcome
 
 
 # --------------------------------------------------------------------------- run kinds
@@ -195,26 +226,29 @@ def _score(run: EvaluationRun, progress: Progress) -> RunOutcome:
         prompt = median_length_prompt(registry(), run.task_id, probe.metadata.input)
         outcome.metrics["latency"] = measure_latency(probe, lm, prompt=prompt).to_dict()
     progress(1.0, "scored")
-    return outcome
+    return _measured(outcome, lm)
 
 
 def _reproduce(run: EvaluationRun, progress: Progress) -> RunOutcome:
     from evaluator.evaluate import reproduction_check
 
     probe = probe_for(run.probe_version)
+    lm = loaded_model(probe.base_model)
     result = reproduction_check(
         probe,
         registry=registry(),
         cache_dir=settings.CACHE_DIR,
-        lm=loaded_model(probe.base_model),
+        lm=lm,
         harvest_config=harvest_config(),
         progress=progress,
+        protocol=protocol(),
     )
-    return RunOutcome(
+    outcome = RunOutcome(
         metrics={"reproduction": result.to_dict()},
         timings={"total": result.seconds},
         cache_key=result.train_cache_key,
     )
+    return _measured(outcome, lm)
 
 
 def _transfer(run: EvaluationRun, progress: Progress) -> RunOutcome:
@@ -230,11 +264,12 @@ def _transfer(run: EvaluationRun, progress: Progress) -> RunOutcome:
         progress=progress,
         load=loaded_model,
     )
-    return RunOutcome(
+    outcome = RunOutcome(
         metrics={"transfer": result.to_dict()},
         timings={"total": result.seconds},
         cache_key=result.refit_train_cache_key,
     )
+    return _measured(outcome, loaded_model(run.base_model_id))
 
 
 def _holdout(run: EvaluationRun, progress: Progress) -> RunOutcome:
@@ -245,22 +280,24 @@ def _holdout(run: EvaluationRun, progress: Progress) -> RunOutcome:
     if holdout is None:
         raise EvaluatorError(f"cycle {run.cycle.quarter} has no holdout for {run.task_id}")
     probe = probe_for(run.probe_version)
+    lm = loaded_model(probe.base_model)
     result = execute_run(
         probe,
         task_id=run.task_id,
         split="holdout",
         registry=registry(),
         cache_dir=settings.CACHE_DIR,
-        lm=loaded_model(probe.base_model),
+        lm=lm,
         harvest_config=harvest_config(),
         progress=progress,
         split_file=Path(settings.DATA_DIR) / holdout["path"],
         split_sha256=holdout["sha256"],
     )
-    return RunOutcome(
+    outcome = RunOutcome(
         example_scores=result.examples.to_records(),
         metrics={"n": result.n, "model": result.model},
         timings=result.timings,
         cache_key=result.cache_key,
         split_sha256=result.split_sha256,
     )
+    return _measured(outcome, lm)

@@ -211,6 +211,9 @@ RUN_HARD_LIMIT_S = envint(
 )
 #: Which base models the workers may run (comma-separated ids; empty = all in models.yaml).
 ENABLED_MODELS = envlist("PROBEBENCH_MODELS", "")
+#: The device the workers evaluate on: cpu or cuda (empty: CUDA when available). Either way the
+#: numerics are the measurement protocol's (registry/protocols/: float32, TF32 off).
+EVALUATION_DEVICE = env("PROBEBENCH_DEVICE", "") or None
 #: Rows in each task's quarterly holdout, minted from its holdout_pool (SPEC.md §5 norm 4).
 HOLDOUT_SIZE = envint("PROBEBENCH_HOLDOUT_SIZE", "100", minimum=2)
 
