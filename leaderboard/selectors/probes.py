@@ -71,6 +71,8 @@ def task_result_normalize(raw: dict) -> dict:
         "ece": _number(metrics.get("ece")),
         "brier": _number(metrics.get("brier")),
         "recall_at_1pct_fpr": _number(metrics.get("recall_at_1pct_fpr")),
+        "threshold_1pct_fpr": _number(metrics.get("threshold_1pct_fpr")),
+        "fpr_at_1pct_threshold": _number(metrics.get("fpr_at_1pct_threshold")),
         "n_test": metrics.get("n_test"),
         "roc": metrics.get("roc") or metrics.get("roc_points") or [],
         "reliability": metrics.get("reliability") or [],
@@ -106,6 +108,17 @@ class ProbeDetail:
     @property
     def declared_mismatch(self) -> bool:
         return any(d["flagged"] for d in self.declared)
+
+    @property
+    def measured_on(self) -> str:
+        """Where the shown Score was measured ("float32 on cpu (AMD EPYC, AVX512, 2 threads) ·
+        torch …"): the environment its test runs recorded, without the protocol id."""
+        from evaluator.environment import environment_label
+
+        env = dict(self.score.environment) if self.score is not None else {}
+        if not env:
+            return ""
+        return environment_label(env).split(" · ", 1)[-1]
 
 
 def probe_detail(*, slug: str, spec: str | None = None, version: int | None = None) -> ProbeDetail | None:

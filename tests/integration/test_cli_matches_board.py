@@ -160,7 +160,16 @@ def test_the_cli_with_its_defaults_gives_every_number_the_board_stores(
     assert total == pytest.approx(score.total, abs=1e-9)
     assert cli["probe_score"]["total"] == pytest.approx(score.total, abs=0.02)  # latency alone
     assert cli["reproduction"]["reproduced"] is True
-    assert Submission.objects.get(pk=sub_id).probe_version.reproduced is True
+    version = Submission.objects.get(pk=sub_id).probe_version
+    assert version.reproduced is True
+
+    # the probe page says how it was measured and by which reproduction rule
+    from django.test import Client
+
+    page = Client().get(f"/probes/{version.probe.slug}/").content.decode()
+    assert "measured under" in page and ">p1</a> on float32 on cpu (" in page
+    assert reg.protocol().tolerances.reproduction_criterion in page
+    assert "(information, not judged)" in page
 
 
 def test_the_worker_measures_in_float32_where_auto_would_pick_bf16(settings, monkeypatch):
