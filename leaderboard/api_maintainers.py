@@ -2,25 +2,25 @@
 
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.permissions import IsAdminUser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from leaderboard.api_submissions import ErrorSerializer, error_response
-from leaderboard.errors import ServiceError
+from leaderboard.api_errors import ErrorSerializer
 from leaderboard.services.reevaluation import reevaluation_start
 
 
 class ReevaluationStartApi(APIView):
     """Start the quarterly re-evaluation cycle (staff only; one cycle per quarter)."""
 
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    # authentication: the API's default, a hashed token (leaderboard.authentication) or a session
     permission_classes = [IsAdminUser]
     throttle_scope = "maintainer"
 
     class InputSerializer(serializers.Serializer):
-        quarter = serializers.RegexField(r"^20\d\dQ[1-4]$", help_text="e.g. 2026Q4")
+        quarter = serializers.RegexField(
+            r"^20\d\dQ[1-4]$", help_text="e.g. 2026Q4", error_messages={"invalid": "must look like 2026Q4"}
+        )
 
     @extend_schema(
         operation_id="reevaluations_start",
@@ -36,6 +36,7 @@ class ReevaluationStartApi(APIView):
                 },
             ),
             400: ErrorSerializer,
+            401: ErrorSerializer,
             403: ErrorSerializer,
             409: ErrorSerializer,
         },
@@ -43,10 +44,7 @@ class ReevaluationStartApi(APIView):
     def post(self, request):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            cycle = reevaluation_start(quarter=data.validated_data["quarter"], by=request.user)
-        except ServiceError as exc:
-            return error_response(exc)
+        cycle = reevaluation_start(quarter=data.validated_data["quarter"], by=request.user)
         return Response(
             {
                 "quarter": cycle.quarter,

@@ -8,26 +8,19 @@ GET  /api/v1/submissions/{id}   status, progress, per-run states, failure/reject
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from leaderboard.errors import ServiceError
+from leaderboard.api_errors import ErrorSerializer
 from leaderboard.selectors.submissions import submission_detail_get, submissions_for_user
 from leaderboard.services.submissions import submission_create
-
-ErrorSerializer = inline_serializer(
-    "Error", fields={"error": serializers.CharField(), "field": serializers.CharField(allow_null=True)}
-)
-
-
-def error_response(exc: ServiceError) -> Response:
-    return Response({"error": exc.message, "field": exc.field, **exc.extra}, status=exc.status_code)
 
 
 class RunSerializer(serializers.Serializer):
@@ -93,14 +86,47 @@ class SubmissionDetailSerializer(SubmissionOutputSerializer):
         return obj.scores_sorted[0].per_task if obj.scores_sorted else {}
 
 
+@extend_schema_field(OpenApiTypes.STR)
+class JsonTextField(serializers.Field):
+    """JSON sent as a form field or as an uploaded file; parsed (with its size and depth limits) by
+    the service (``leaderboard.validation.parse_json_field``), whose errors name the field."""
+
+    def to_internal_value(self, data):
+        return data
+
+    def to_representation(self, value):
+        return value
+
+
 class SubmissionInputSerializer(serializers.Serializer):
-    artifact = serializers.FileField(help_text="probe.safetensors", allow_empty_file=True)
-    metadata = serializers.CharField(help_text="JSON: the probe.json written by `python -m evaluator train`")
-    recipe = serializers.CharField(required=False, allow_blank=True, help_text="optional JSON recipe")
+    """The multipart form; the metadata and the artifact's tensors are validated by the service
+    (leaderboard.validation, evaluator.probes), whose errors name the field at fault."""
+
+    artifact = serializers.FileField(
+        required=False,
+        allow_empty_file=True,
+        help_text="probe.safetensors",
+        error_messages={"invalid": "must be an uploaded file (multipart)"},
+    )
+    metadata = JsonTextField(
+        required=False, help_text="JSON: the probe.json written by `python -m evaluator train`"
+    )
+    recipe = JsonTextField(required=False, help_text="optional JSON recipe")
+
+    def validate(self, attrs):
+        missing = [k for k in ("artifact", "metadata") if not attrs.get(k)]
+        if missing:
+            raise serializers.ValidationError(
+                {
+                    missing[0]: f"missing field(s): {', '.join(missing)}; a submission is multipart with"
+                    " artifact (.safetensors file) and metadata (JSON)"
+                }
+            )
+        return attrs
 
 
 class SubmissionListCreateApi(APIView):
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    # authentication: the API's default, a hashed token (leaderboard.authentication) or a session
     permission_classes = [IsAuthenticated]
     parser_classes = [MultiPartParser, FormParser]
     throttle_scope = "submissions"
@@ -130,35 +156,15 @@ class SubmissionListCreateApi(APIView):
         },
     )
     def post(self, request):
-        data = {k: request.data.get(k) for k in ("metadata", "recipe")}
-        missing = [k for k in ("artifact", "metadata") if not request.data.get(k)]
-        if "artifact" in missing and "artifact" in request.FILES:
-            missing.remove("artifact")
-        if missing:
-            return Response(
-                {
-                    "error": f"missing field(s): {', '.join(missing)}; a submission is multipart with"
-                    " artifact (.safetensors file) and metadata (JSON)",
-                    "field": missing[0],
-                },
-                status=status.HTTP_400_BAD_REQUEST,
-            )
-        artifact = request.FILES.get("artifact")
-        if artifact is None:
-            return Response(
-                {"error": "artifact: must be an uploaded file (multipart)", "field": "artifact"},
-                status=status.HTTP_400_BAD_REQUEST,
-            )
-        try:
-            sub = submission_create(
-                user=request.user,
-                artifact=artifact,
-                metadata=data["metadata"],
-                recipe=data["recipe"] or None,
-                via="api",
-            )
-        except ServiceError as exc:
-            return error_response(exc)
+        data = SubmissionInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        sub = submission_create(
+            user=request.user,
+            artifact=data.validated_data["artifact"],
+            metadata=data.validated_data["metadata"],
+            recipe=data.validated_data.get("recipe") or None,
+            via="api",
+        )
         out = SubmissionOutputSerializer(sub, context={"request": request}).data
         return Response(
             {"id": out["id"], "status": out["status"], "url": out["url"]}, status=status.HTTP_201_CREATED
@@ -173,7 +179,6 @@ class SubmissionListCreateApi(APIView):
 
 
 class SubmissionDetailApi(APIView):
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]
 
     @extend_schema(
@@ -182,5 +187,5 @@ class SubmissionDetailApi(APIView):
     def get(self, request, pk: int):
         sub = submission_detail_get(pk=pk, user=request.user)
         if sub is None:  # someone else's submission is indistinguishable from a missing one
-            return Response({"error": "no such submission", "field": None}, status=status.HTTP_404_NOT_FOUND)
+            raise NotFound("no such submission")
         return Response(SubmissionDetailSerializer(sub, context={"request": request}).data)

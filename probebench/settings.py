@@ -228,6 +228,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
+    # One error body for every /api/v1 endpoint: {"error": "...", "field": "..." | null}
+    "EXCEPTION_HANDLER": "leaderboard.api_errors.api_exception_handler",
     # The client of a throttle (and of the login lockout) is REMOTE_ADDR unless proxies are declared:
     # a client-sent X-Forwarded-For is then ignored, so forging one does not reset a limit.
     "NUM_PROXIES": envint("PROBEBENCH_NUM_PROXIES", "0"),
@@ -247,8 +249,13 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "ProbeBench API",
     "DESCRIPTION": "Submit activation probes and read the leaderboard. Every number is measured by "
-    "ProbeBench workers on real base models.",
+    "ProbeBench workers on real base models. Every error answers "
+    '`{"error": "<message>", "field": "<input field at fault, or null>"}` with a 4xx status.',
     "VERSION": "1.0.0",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "leaderboard.api_errors.schema_error_responses",
+    ],
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "REDOC_DIST": "SIDECAR",  # drf-spectacular-sidecar: the docs page works offline, under our CSP

@@ -1,0 +1,103 @@
+"""One error body for every ``/api/v1`` endpoint, from one DRF exception handler
+(``REST_FRAMEWORK["EXCEPTION_HANDLER"]``)::
+
+    {"error": "<a message for a person>", "field": "<the input field at fault, or null>"}
+
+Views do not catch errors: input serializers raise ``ValidationError`` (the first field at fault is
+reported), services raise ``ServiceError`` subclasses, which carry their status code
+(``ValidationFailed`` 400, ``DuplicateArtifact`` and ``Conflict`` 409, ``ArtifactTooLarge`` 413) and
+may add keys of their own (a duplicate names ``existing_probe`` and ``existing_url``). Everything
+DRF raises (401, 403, 404, 405, 415, 429) gets the same two keys, keeping DRF's status code and
+headers (``WWW-Authenticate``, ``Retry-After``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import inline_serializer
+from rest_framework import exceptions, serializers
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from leaderboard.errors import ServiceError
+
+#: The error body in the OpenAPI schema (component "Error").
+ErrorSerializer = inline_serializer(
+    "Error",
+    fields={
+        "error": serializers.CharField(help_text="what went wrong, for a person to read"),
+        "field": serializers.CharField(allow_null=True, help_text="the input field at fault, or null"),
+    },
+)
+
+
+def error_body(message: str, field: str | None = None, extra: dict | None = None) -> dict[str, Any]:
+    return {"error": message, "field": field, **(extra or {})}
+
+
+def _first_error(detail: Any) -> tuple[str, str | None]:
+    """The first message of a ValidationError's detail and the (dotted) field it belongs to."""
+    if isinstance(detail, dict):
+        if not detail:
+            return "invalid input", None
+        name, value = next(iter(detail.items()))
+        message, inner = _first_error(value)
+        if name == api_settings.NON_FIELD_ERRORS_KEY:
+            return message, inner
+        return message, f"{name}.{inner}" if inner else str(name)
+    if isinstance(detail, list):
+        return _first_error(detail[0]) if detail else ("invalid input", None)
+    return str(detail), None
+
+
+def api_exception_handler(exc: Exception, context: dict) -> Response | None:
+    """DRF's handler, then the body rewritten to ``{"error", "field"}``; None (a 500) for an
+    exception that is not an API error."""
+    if isinstance(exc, ServiceError):
+        return Response(error_body(exc.message, exc.field, exc.extra), status=exc.status_code)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        message, field = _first_error(exc.detail)
+        if field and field.split(".")[0] not in message:
+            message = f"{field}: {message}"
+    else:
+        data = response.data
+        message = str(data.get("detail", data)) if isinstance(data, dict) else str(data)
+        field = None
+    response.data = error_body(message, field)
+    return response
+
+
+def schema_error_responses(result: dict, generator, request, public) -> dict:
+    """drf-spectacular postprocessing hook: every /api/v1 operation documents its 4XX answers
+    with the one error body (operations that name their 4xx codes keep them)."""
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    schemas.setdefault(
+        "Error",
+        {
+            "type": "object",
+            "properties": {
+                "error": {"type": "string", "description": "what went wrong, for a person to read"},
+                "field": {"type": "string", "nullable": True, "description": "the input field at fault"},
+            },
+            "required": ["error", "field"],
+        },
+    )
+    body = {
+        "description": 'every error: {"error": "<message>", "field": "<field or null>"}',
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+    for path, operations in result.get("paths", {}).items():
+        if not path.startswith("/api/v1/"):
+            continue
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            for code, response in responses.items():
+                if str(code).startswith("4") and "content" not in response:
+                    response["content"] = body["content"]
+            responses.setdefault("4XX", body)
+    return result
