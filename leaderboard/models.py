@@ -577,3 +577,18 @@ class ReferenceUpdate(models.Model):
 
     def __str__(self) -> str:
         return f"eval-awareness reference update on {self.base_model_id} → {self.new_version}"
+
+
+class ApiToken(models.Model):
+    """A user's API key, stored as its SHA-256 only: the key is shown once, when it is made
+    (``leaderboard.services.tokens.api_token_create``), and a stolen database does not let anyone in.
+    ``prefix`` (the key's first characters) lets its owner recognise it on the account page."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_token")
+    prefix = models.CharField(max_length=8)
+    #: sha256(key), hex: every token-authenticated request looks it up (the unique index)
+    digest = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"API token {self.prefix}… of {self.user}"

@@ -7,14 +7,15 @@ from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
-from rest_framework.authtoken.models import Token
 
 from leaderboard.errors import ServiceError
 from leaderboard.forms import SignupForm, SubmissionForm
-from leaderboard.models import Submission
+from leaderboard.models import ApiToken, Submission
 from leaderboard.selectors.submissions import submission_detail_get
 from leaderboard.services.submissions import submission_create
+from leaderboard.services.tokens import api_token_create, api_token_revoke
 from probebench.security import form_throttled
 
 # form field that shows a service error about a metadata key
@@ -89,15 +90,21 @@ def my_submissions(request):
 
 @login_required
 def account(request):
-    token = Token.objects.filter(user=request.user).first()
+    token = ApiToken.objects.filter(user=request.user).first()
     return render(request, "leaderboard/account.html", {"token": token})
 
 
 @login_required
 @require_POST
+@never_cache  # the page that shows a new key is never stored by a cache
 def account_token(request):
-    """Create or replace the user's API token (CSRF-protected POST)."""
-    Token.objects.filter(user=request.user).delete()
-    Token.objects.create(user=request.user)
-    messages.success(request, "A new API token was created; the old one no longer works.")
-    return redirect("submit:account")
+    """Create (or replace) the user's API token and show the key, this once; or revoke it
+    (``action=revoke``). Only a hash of the key is stored (CSRF-protected POST)."""
+    if request.POST.get("action") == "revoke":
+        if api_token_revoke(user=request.user):
+            messages.success(request, "Your API token was revoked; it no longer works.")
+        return redirect("submit:account")
+    replaced = ApiToken.objects.filter(user=request.user).exists()
+    key = api_token_create(user=request.user)
+    token = ApiToken.objects.get(user=request.user)
+    return render(request, "leaderboard/account.html", {"token": token, "new_key": key, "replaced": replaced})

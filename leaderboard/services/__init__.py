@@ -5,6 +5,7 @@ these inside their bodies.
 
 One order; each module imports only earlier ones (checked by import-linter, see pyproject.toml):
 
+    tokens             API keys: make one (shown once), revoke; stored as SHA-256 digests
     runs               plan, dispatch on commit, claim, heartbeat, execute one run
     scores             the score writer: Score rows from stored per-example scores
     rank_intervals     the boards' rank intervals and tie groups, from stored per-example scores

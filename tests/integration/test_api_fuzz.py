@@ -13,8 +13,8 @@ pytestmark = pytest.mark.django_db
 def api_schema(registry, researcher):
     from django.core import signals
     from django.db import close_old_connections
-    from rest_framework.authtoken.models import Token
 
+    from leaderboard.services.tokens import api_token_create
     from probebench.wsgi import application
 
     # Called through WSGI (not Django's test client), each request would close the test's
@@ -22,9 +22,9 @@ def api_schema(registry, researcher):
     signals.request_started.disconnect(close_old_connections)
     signals.request_finished.disconnect(close_old_connections)
 
-    token = Token.objects.create(user=researcher)
+    token = api_token_create(user=researcher)
     schema = schemathesis.openapi.from_wsgi("/api/schema/", application)
-    schema.config.headers = {"Authorization": f"Token {token.key}"}
+    schema.config.headers = {"Authorization": f"Token {token}"}
     yield schema
     signals.request_started.connect(close_old_connections)
     signals.request_finished.connect(close_old_connections)

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from leaderboard.models import EvaluationRun, Score, Submission
+from leaderboard.services.tokens import api_token_create
 from tests.integration.conftest import SOURCE, TARGET, submit_dir, wait_for
 
 pytestmark = [pytest.mark.model, pytest.mark.django_db(transaction=True)]
@@ -98,7 +98,7 @@ def test_the_cli_with_its_defaults_gives_every_number_the_board_stores(
         maintainer, trained["reference"], via="seed", is_reference=True, reference_role="eval_awareness"
     )
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=researcher)}")
     with open(trained["truth"] / "probe.safetensors", "rb") as fh:
         response = client.post(
             "/api/v1/submissions",

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from leaderboard.models import Score, Submission
+from leaderboard.services.tokens import api_token_create
 from tests.integration.conftest import submit_dir, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -51,7 +51,7 @@ def free_port() -> int:
 def test_submit_refuses_clearly_a_bad_token_a_wrong_url_a_down_server_and_an_invalid_probe(
     live_server, mini, trained, researcher, tmp_path
 ):
-    token = Token.objects.create(user=researcher).key
+    token = api_token_create(user=researcher)
     probe = str(trained["truth"])
 
     bad_token = client("submit", probe, "--server", live_server.url, "--token", "not-a-token")
@@ -97,7 +97,7 @@ def test_a_submission_followed_until_scored_is_reproduced_and_a_tampered_score_i
         what="the reference probe to be scored",
         workers=[worker],
     )
-    token = Token.objects.create(user=researcher).key
+    token = api_token_create(user=researcher)
 
     submitted = client(
         "submit",

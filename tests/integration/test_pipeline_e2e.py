@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from leaderboard.models import EvaluationRun, Score, Submission
+from leaderboard.services.tokens import api_token_create
 from tests.integration.conftest import submit_dir, wait_for
 
 pytestmark = [pytest.mark.model, pytest.mark.django_db(transaction=True)]
@@ -47,7 +47,7 @@ def test_an_api_submission_is_run_by_a_worker_and_scored_like_the_evaluator(
     ).failure_reason
 
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=researcher)}")
     response = submit_api(client, probe_dir)
     assert response.status_code == 201, response.content
     sub_id = response.json()["id"]

@@ -17,7 +17,6 @@ import pytest
 import yaml
 from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from leaderboard.errors import ImmutableRecordError
@@ -31,6 +30,7 @@ from leaderboard.models import (
     Score,
     Submission,
 )
+from leaderboard.services.tokens import api_token_create
 from tests.integration.conftest import SOURCE, WorkerProcess, submit_dir, train_probe, wait_for
 
 pytestmark = [pytest.mark.model, pytest.mark.django_db(transaction=True)]
@@ -107,7 +107,7 @@ def confirmed_records_cleared():
 
 def api(user) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=user)}")
     return client
 
 

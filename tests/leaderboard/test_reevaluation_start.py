@@ -10,7 +10,6 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from evaluator.holdouts import mint_holdout, read_rows
@@ -19,6 +18,7 @@ from evaluator.registry import load_registry
 from leaderboard.errors import Conflict, ServiceError
 from leaderboard.models import CycleResult, EvaluationRun, ReevaluationCycle
 from leaderboard.services.reevaluation import reevaluation_start
+from leaderboard.services.tokens import api_token_create
 from tests.leaderboard.reevaluation_data import (
     HOLDOUT_SIZE,
     TRUTH_TASK,
@@ -33,7 +33,7 @@ URL = "/api/v1/maintainer/reevaluations"
 def api(user=None) -> APIClient:
     client = APIClient()
     if user is not None:
-        client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+        client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=user)}")
     return client
 
 

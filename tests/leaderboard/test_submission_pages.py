@@ -2,7 +2,6 @@
 
 import pytest
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
 from tests.factories import SubmissionFactory
 
@@ -48,30 +47,9 @@ def test_the_form_needs_a_signed_in_user(client, registry):
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
 
 
-def test_the_account_page_creates_and_replaces_a_token(client, researcher):
-    client.force_login(researcher)
-    assert b"no API token yet" in client.get(reverse("submit:account")).content
-    client.post(reverse("submit:token"))
-    first = Token.objects.get(user=researcher).key
-    client.post(reverse("submit:token"))
-    second = Token.objects.get(user=researcher).key
-    assert first != second
-    assert second.encode() in client.get(reverse("submit:account")).content
-
-
 def test_the_token_form_is_csrf_protected(researcher):
     from django.test import Client
 
     client = Client(enforce_csrf_checks=True)
     client.force_login(researcher)
     assert client.post(reverse("submit:token")).status_code == 403
-
-
-def test_create_api_token_prints_the_token_alone_on_its_last_line(researcher):
-    from io import StringIO
-
-    from django.core.management import call_command
-
-    out = StringIO()
-    call_command("create_api_token", "ada", stdout=out)
-    assert out.getvalue().strip().splitlines()[-1] == Token.objects.get(user=researcher).key

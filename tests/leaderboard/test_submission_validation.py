@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from django.conf import settings
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 from safetensors.numpy import save
 
 from leaderboard.models import EvaluationRun, Probe, ProbeVersion, Submission
+from leaderboard.services.tokens import api_token_create
 
 pytestmark = pytest.mark.django_db
 D_MODEL = 576  # smollm2-135m-instruct
@@ -45,8 +45,7 @@ def metadata(**overrides) -> dict:
 @pytest.fixture
 def api(registry, researcher):
     client = APIClient()
-    token = Token.objects.create(user=researcher)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=researcher)}")
     return client
 
 

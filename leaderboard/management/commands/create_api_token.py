@@ -1,15 +1,22 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from rest_framework.authtoken.models import Token
+
+from leaderboard.models import ApiToken
+from leaderboard.services.tokens import api_token_create
 
 
 class Command(BaseCommand):
-    help = "Print USERNAME's API token (created if missing), alone on the last line."
+    help = (
+        "Make a new API token for USERNAME and print it, alone on the last line. Only a hash is "
+        "stored, so the key is printed this once; a previous token of the user stops working."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument("--create-user", action="store_true", help="create the user if missing")
-        parser.add_argument("--rotate", action="store_true", help="replace an existing token")
+        parser.add_argument(
+            "--rotate", action="store_true", help="(kept for old scripts: every run makes a new token)"
+        )
 
     def handle(self, *args, username: str, create_user: bool = False, rotate: bool = False, **options):
         User = get_user_model()
@@ -21,7 +28,6 @@ class Command(BaseCommand):
             user.set_unusable_password()
             user.save()
             self.stderr.write(f"created user {username}")
-        if rotate:
-            Token.objects.filter(user=user).delete()
-        token, _ = Token.objects.get_or_create(user=user)
-        self.stdout.write(token.key)
+        if ApiToken.objects.filter(user=user).exists():
+            self.stderr.write(f"{username}'s previous API token was replaced and no longer works")
+        self.stdout.write(api_token_create(user=user))
