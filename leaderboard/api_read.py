@@ -52,7 +52,7 @@ from leaderboard.selectors.cycles import (
     reevaluation_list,
     reference_update_list,
 )
-from leaderboard.selectors.probes import probe_detail
+from leaderboard.selectors.probes import ea_reference_summary, probe_detail
 from leaderboard.selectors.registry import base_model_list, category_list, task_list
 from leaderboard.selectors.submissions import submission_queue
 
@@ -566,6 +566,9 @@ class ScoreSummaryOutput(serializers.Serializer):
 class ScoreOutput(ScoreSummaryOutput):
     components = ComponentsOutput()
     measurements = serializers.DictField()
+    protocol = serializers.CharField(
+        help_text="the measurement protocol of its runs (registry/protocols/<id>.yaml); empty before protocols"
+    )
 
 
 class CycleResultOutput(serializers.Serializer):
@@ -611,6 +614,17 @@ class ProbeOutput(serializers.Serializer):
     declared = serializers.ListField(child=serializers.DictField(), help_text="declared vs measured metrics")
     leakage = LeakageOutput(many=True)
     history = CycleResultOutput(many=True)
+    ea_reference = inline_serializer(
+        "EaReference",
+        fields={
+            "probe": serializers.CharField(),
+            "version": serializers.IntegerField(),
+            "artifact_sha256": serializers.CharField(),
+        },
+        allow_null=True,
+        help_text="the eval-awareness reference probe auroc_ea is measured against (null: none, or"
+        " an eval-awareness probe); `python -m evaluator reproduce` downloads it",
+    )
 
 
 @public_read
@@ -639,6 +653,7 @@ class ProbeDetailApi(PublicReadApi):
         if detail is None:
             raise NotFound(f"no public probe {slug!r}")
         detail.version_numbers = [v.number for v in detail.versions]
+        detail.ea_reference = ea_reference_summary(probe=detail.probe)
         return Response(ProbeOutput(detail).data)
 
 

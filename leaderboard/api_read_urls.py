@@ -7,7 +7,7 @@ probebench/urls.py to leaderboard/api_write_urls.py (namespace "api-write")."""
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 
-from leaderboard import api_read
+from leaderboard import api_compare, api_read
 
 app_name = "api"
 
@@ -23,6 +23,7 @@ urlpatterns = [
     path("v1/leaderboard.csv", api_read.LeaderboardCsvApi.as_view(), name="leaderboard-csv"),
     path("v1/leaderboard.json", api_read.LeaderboardJsonExportApi.as_view(), name="leaderboard-json"),
     path("v1/probes/<slug:slug>", api_read.ProbeDetailApi.as_view(), name="probe"),
+    path("v1/compare", api_compare.CompareApi.as_view(), name="compare"),
     path("v1/reevaluations", api_read.ReevaluationListApi.as_view(), name="reevaluations"),
     path("v1/reevaluations/<str:quarter>", api_read.ReevaluationDetailApi.as_view(), name="reevaluation"),
     path("v1/reference-updates", api_read.ReferenceUpdateListApi.as_view(), name="reference-updates"),

@@ -17,6 +17,7 @@ urlpatterns = [
     path("models/", views.model_list, name="models"),
     path("models/<slug:slug>/", views.model, name="model"),
     path("methodology/", views.methodology, name="methodology"),
+    path("compare/", views.compare, name="compare"),
     path("reevaluations/", views.reevaluation_list, name="reevaluations"),
     path("reevaluations/reference-updates/<int:pk>/", views.reference_update, name="reference_update"),
     path("reevaluations/<str:quarter>/", views.reevaluation, name="reevaluation"),

@@ -31,6 +31,7 @@ from leaderboard.selectors.board import (
     board_query_from_params,
     category_tabs,
 )
+from leaderboard.selectors.compare import SIDE_BY_SIDE, CompareQueryError, probes_compare, uncertainty_method
 from leaderboard.selectors.cycles import (
     leakage_public_list,
     reevaluation_detail,
@@ -83,6 +84,14 @@ def _sort_headers(board: Board, params) -> list[dict]:
         {"key": c["name"], "label": c["label"], "short": c["short"], "weight": c["weight"]}
         for c in board.components
     ]
+    columns.append(
+        {
+            "key": "recall",
+            "label": "Recall at 1% FPR (threshold fixed on the train split, applied to test; mean over tasks)",
+            "short": "Recall@1%FPR",
+            "weight": None,
+        }
+    )
     headers = []
     for col in columns:
         active = q.sort == col["key"]
@@ -262,7 +271,62 @@ def model(request, slug):
 
 @public_page
 def methodology(request):
-    return render(request, "leaderboard/methodology.html", registry.methodology())
+    context = registry.methodology() | {"uncertainty": uncertainty_method()}
+    return render(request, "leaderboard/methodology.html", context)
+
+
+# --------------------------------------------------------------------------- compare
+
+#: aggregate measurements shown side by side on the compare page (Score.measurements keys)
+COMPARE_OVERALL = (
+    ("auroc", "AUROC (mean over tasks)", ""),
+    ("auroc_ea", "AUROC-EA", ""),
+    ("auroc_ds", "AUROC-DS", ""),
+    ("ece", "ECE", ""),
+    ("recall_at_1pct_fpr", "Recall@1%FPR", ""),
+    ("fpr_at_1pct_threshold", "test FPR at that threshold", ""),
+    ("latency_ms", "Latency", "ms"),
+)
+
+
+@public_page
+def compare(request):
+    """Two probes side by side: ``?a=SLUG&b=SLUG`` or, from a board, the two ticked rows ``?p=…&p=…``."""
+    params = request.GET
+    a, b = params.get("a"), params.get("b")
+    picked = [p for p in params.getlist("p") if p]
+    if not (a or b) and picked:
+        if len(picked) != 2:
+            exc = CompareQueryError(f"tick exactly two probes to compare ({len(picked)} ticked)", param="p")
+            return _bad_request(request, exc)
+        a, b = picked
+    try:
+        c = probes_compare(a=a, b=b, spec=params.get("spec") or None)
+    except CompareQueryError as exc:
+        if exc.status == 404:
+            raise Http404(exc.message) from None
+        return _bad_request(request, exc)
+    except BoardQueryError as exc:
+        return _bad_request(request, exc)
+    charts = [
+        plots.roc_svg(
+            {f"A · {c.a.probe.name}": t.a["roc"], f"B · {c.b.probe.name}": t.b["roc"]},
+            title=f"ROC curves on {t.task} (test split)",
+        )
+        for t in c.tasks
+        if t.a and t.b and t.a.get("roc") and t.b.get("roc")
+    ]
+    sides = (c.a, c.b)
+    overall = [
+        {
+            "label": label,
+            "kind": kind,
+            "values": [((s.score.measurements or {}).get(key) if s.score else None) for s in sides],
+        }
+        for key, label, kind in COMPARE_OVERALL
+    ]
+    context = {"c": c, "sides": sides, "overall": overall, "charts": charts, "side_by_side": SIDE_BY_SIDE}
+    return render(request, "leaderboard/compare.html", context)
 
 
 # --------------------------------------------------------------------------- cycles, leakage, queue

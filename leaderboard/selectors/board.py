@@ -20,6 +20,7 @@ from django.db.models import (
     Q,
     Subquery,
     TextField,
+    Value,
 )
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 
@@ -43,7 +44,10 @@ from leaderboard.presentation import COMPONENT_LABELS, COMPONENT_SHORT
 SCORED = Submission.Status.SCORED
 
 
-SORT_KEYS = ("score", "measured", "name", "model", *COMPONENTS)
+SORT_KEYS = ("score", "measured", "name", "model", *COMPONENTS, "recall")
+#: the operating-point column: Score.measurements key (mean over tasks of recall at the 1%-FPR
+#: threshold fixed on the train split)
+RECALL_KEY = "recall_at_1pct_fpr"
 
 
 BOARD_STATUSES = ("active", "deprecated")
@@ -171,6 +175,11 @@ class BoardRow:
     rank: int | None = None
     compare_rank: int | None = None
     compare_total: float | None = None
+    #: recall at 1% FPR (mean over tasks); read for every row only when the board sorts by it
+    recall: float | None = None
+    #: the stored bootstrap intervals (RankInterval): rank_lo, rank_hi, score_lo, score_hi,
+    #: tied_for_first, tie_group — only when they describe this row's rank (see board_details_attach)
+    rank_interval: dict | None = None
 
     @property
     def stable(self) -> bool:
@@ -382,6 +391,9 @@ def board_rows(
         qs.annotate(spec_score=FilteredRelation("scores", condition=Q(scores__spec=spec)))
         .filter(spec_score__isnull=False)
         .annotate(
+            recall_value=KeyTextTransform(RECALL_KEY, "spec_score__measurements")
+            if query.sort == "recall"
+            else Value(None, output_field=TextField()),
             score_numbers=(
                 JsonPaths("spec_score__components", _COMPONENT_PATHS)
                 if values
@@ -399,6 +411,7 @@ def board_rows(
             "spec_score__id",
             "spec_score__total",
             "spec_score__measured_total",
+            "recall_value",
             "score_numbers",
         )
     )
@@ -417,17 +430,18 @@ def board_rows(
             license_contribution = numbers[2 * n]
         else:
             (component_values, imputed), license_contribution = unknown, v[-1]
-        rows.append(
-            BoardRow(
-                *v[:11],
-                v[11] == deprecated,
-                *v[12:16],
-                component_values,
-                imputed,
-                float(license_contribution or 0.0),
-                weights,
-            )
+        row = BoardRow(
+            *v[:11],
+            v[11] == deprecated,
+            *v[12:16],
+            component_values,
+            imputed,
+            float(license_contribution or 0.0),
+            weights,
         )
+        if v[16] not in (None, "null"):
+            row.recall = float(v[16])
+        rows.append(row)
     return rows
 
 
@@ -456,9 +470,15 @@ def board_details_attach(rows: list[BoardRow]) -> None:
         "computed_at",
         "probe_version__authors",
         "probe_version__declared_gaps",
+        *(f"rank_interval__{f}" for f in _INTERVAL_FIELDS),
     )
-    for pk, components, measurements, computed_at, authors, gaps in found:
+    for pk, components, measurements, computed_at, authors, gaps, *interval in found:
         row = by_id[pk]
+        # the stored interval describes this row only when it ranks the same board: the same rank
+        # (not a filtered or measured-only view, nor a board that changed since it was computed)
+        stored = dict(zip(_INTERVAL_FIELDS, interval, strict=True))
+        if stored["rank"] is not None and stored["rank"] == row.rank and stored["computed_at"] >= computed_at:
+            row.rank_interval = stored
         row.components = components or {}
         row.measurements = measurements or {}
         row.computed_at = computed_at
@@ -466,7 +486,22 @@ def board_details_attach(rows: list[BoardRow]) -> None:
         row.declared_gaps = gaps or {}
         row.auroc_ci = parse_ci(row.measurements.get("auroc_ci"))
         row.auroc_ci_kind = "bootstrap" if row.auroc_ci else ""
+        if row.recall is None and isinstance(row.measurements.get(RECALL_KEY), (int, float)):
+            row.recall = float(row.measurements[RECALL_KEY])
     board_intervals_attach(rows)
+
+
+_INTERVAL_FIELDS = (
+    "rank",
+    "rank_lo",
+    "rank_hi",
+    "score_lo",
+    "score_hi",
+    "tied_for_first",
+    "tie_group",
+    "n_entries",
+    "computed_at",
+)
 
 
 def board_intervals_attach(rows: list[BoardRow]) -> None:
@@ -513,6 +548,8 @@ def _sort(rows: list[BoardRow], query: BoardQuery) -> list[BoardRow]:
         key = lambda r: r.base_model  # noqa: E731
     elif query.sort == "measured":
         key = lambda r: r.ranking_key(measured_only=True)[0] if r.measured_total is not None else None  # noqa: E731
+    elif query.sort == "recall":
+        key = lambda r: r.recall  # noqa: E731
     else:
         key = lambda r: r.component_value(query.sort, measured_only=query.measured_only)  # noqa: E731
     present = [r for r in rows if key(r) is not None]

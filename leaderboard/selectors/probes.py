@@ -20,6 +20,7 @@ from leaderboard.models import (
 )
 from leaderboard.policy import STABILITY_MIN_QUARTERS, spec_version_key
 from leaderboard.selectors.board import parse_ci, resolve_spec, weights_spec_list
+from leaderboard.selectors.shared import ea_reference_version
 
 SCORED = Submission.Status.SCORED
 
@@ -119,6 +120,18 @@ class ProbeDetail:
         if not env:
             return ""
         return environment_label(env).split(" · ", 1)[-1]
+
+
+def ea_reference_summary(*, probe: Probe) -> dict | None:
+    """The eval-awareness reference probe the probe's auroc_ea is measured against, as the public
+    API names it (what ``python -m evaluator reproduce`` downloads); None for eval-awareness probes
+    and for a base model without one."""
+    if probe.category_id == EVAL_AWARENESS:
+        return None
+    ref = ea_reference_version(base_model=probe.base_model_id)
+    if ref is None:
+        return None
+    return {"probe": ref.probe.slug, "version": ref.number, "artifact_sha256": ref.artifact_sha256}
 
 
 def probe_detail(*, slug: str, spec: str | None = None, version: int | None = None) -> ProbeDetail | None:

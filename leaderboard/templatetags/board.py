@@ -229,6 +229,8 @@ def _badges_html(row) -> str:
 
 
 def _component_cell(row, key: str, label: str, measured_only: bool) -> str:
+    if key == "recall":  # the operating point: a measurement, not a ProbeScore component
+        return f'<td class="num recall" title="{_e(label)}">{num(row.recall)}</td>'
     c = row.components.get(key)
     if not c:
         return '<td class="num">—</td>'
@@ -269,6 +271,18 @@ def board_rows(board, rows, headers):
     for row in rows:
         classes = ("deprecated" if row.deprecated else "") + (" leaked" if row.leakage else "")
         rank = str(row.rank) if row.rank else '<span title="deprecated entries are not ranked">—</span>'
+        interval = getattr(row, "rank_interval", None) if not row.deprecated else None
+        if interval:
+            classes += f" tie-group tg{interval['tie_group'] % 2}"
+            rank += (
+                f'<small class="rank-ci" title="95% rank interval (paired bootstrap over the test rows); '
+                f'tie group {interval["tie_group"]}">{interval["rank_lo"]}–{interval["rank_hi"]}</small>'
+            )
+            if interval["tied_for_first"]:
+                rank += (
+                    '<span class="badge ok tied" title="its 95% rank interval includes 1, as does another '
+                    "entry's: the data do not single out a leader\">tied for first</span>"
+                )
         if compare:
             change = row.rank_change
             if change is not None:
@@ -293,10 +307,17 @@ def board_rows(board, rows, headers):
             total = f"<strong>{num(row.measured_total)}</strong><small>total {num(row.total)}</small>"
         else:
             total = f"<strong>{num(row.total)}</strong>"
+            if interval:
+                total += (
+                    f'<small class="ci" title="95% bootstrap interval of the ProbeScore">'
+                    f"[{num(interval['score_lo'], 2)}, {num(interval['score_hi'], 2)}]</small>"
+                )
         cells = "".join(_component_cell(row, key, lab, measured_only) for key, lab in columns)
         out.append(
             f'<tr class="{classes.strip()}"><td class="num rank">{rank}</td>'
-            f'<th scope="row" class="probe"><a href="{probe_url.replace("__slug__", _e(row.probe))}">{_e(row.name)}</a>'
+            f'<th scope="row" class="probe"><input type="checkbox" class="pick" name="p" value="{_e(row.probe)}" '
+            f'form="compare-form" aria-label="pick {_e(row.name)} to compare">'
+            f'<a href="{probe_url.replace("__slug__", _e(row.probe))}">{_e(row.name)}</a>'
             f'<div class="meta">{meta}</div>{_badges_html(row)}{reason}</th>'
             f'<td><a href="{model_url.replace("__slug__", _e(row.base_model))}">{_e(row.base_model_name)}</a></td>'
             f'<td class="num total">{total}</td>{cells}</tr>'
