@@ -151,8 +151,31 @@ class BadgesOutput(serializers.Serializer):
     reference = serializers.BooleanField(source="is_reference", help_text="a maintainers' reference probe")
 
 
+class BoardRankIntervalOutput(serializers.Serializer):
+    rank_ci = serializers.SerializerMethodField(help_text="95% rank interval [lo, hi]")
+    score_ci = serializers.SerializerMethodField(help_text="95% bootstrap interval of the ProbeScore")
+    tied_for_first = serializers.BooleanField(
+        help_text="its rank interval includes 1, as another entry's does"
+    )
+    tie_group = serializers.IntegerField(
+        help_text="adjacent entries the data cannot tell apart share a group"
+    )
+    n_entries = serializers.IntegerField(help_text="active entries of the board it was computed on")
+
+    def get_rank_ci(self, obj) -> list[int]:
+        return [obj["rank_lo"], obj["rank_hi"]]
+
+    def get_score_ci(self, obj) -> list[float]:
+        return [obj["score_lo"], obj["score_hi"]]
+
+
 class LeaderboardRowOutput(serializers.Serializer):
     rank = serializers.IntegerField(allow_null=True, help_text="null for deprecated entries")
+    rank_interval = BoardRankIntervalOutput(
+        allow_null=True,
+        help_text="paired bootstrap over the test rows (methodology#uncertainty); null when not computed"
+        " for this board view (a filtered or measured-only view, or scores changed a moment ago)",
+    )
     probe = serializers.CharField(help_text="probe id (slug)")
     name = serializers.CharField()
     url = serializers.SerializerMethodField()
@@ -174,6 +197,11 @@ class LeaderboardRowOutput(serializers.Serializer):
         help_text="bootstrap | per-task (one task) | mean-of-tasks (mean of the per-task bounds)"
     )
     components = ComponentsField()
+    recall_at_1pct_fpr = serializers.FloatField(
+        source="recall",
+        allow_null=True,
+        help_text="recall at the 1%-FPR threshold fixed on the train split, on test; mean over tasks",
+    )
     badges = BadgesOutput(source="*")
     compare_rank = serializers.IntegerField(allow_null=True)
     compare_total = serializers.FloatField(allow_null=True)
@@ -263,6 +291,13 @@ def export_columns() -> list[str]:
         "auroc_ci_lo",
         "auroc_ci_hi",
         "auroc_ci_kind",
+        "score_ci_lo",
+        "score_ci_hi",
+        "rank_ci_lo",
+        "rank_ci_hi",
+        "tied_for_first",
+        "tie_group",
+        "recall_at_1pct_fpr",
     ]
     for name in COMPONENTS:
         cols += [f"{name}_value", f"{name}_weight", f"{name}_contribution", f"{name}_imputed", f"{name}_raw"]
@@ -313,6 +348,17 @@ def flatten_row(row: dict, *, spec: str, compare: str | None) -> dict:
         "auroc_ci_lo": ci[0],
         "auroc_ci_hi": ci[1],
         "auroc_ci_kind": row["auroc_ci_kind"],
+    }
+    interval = row["rank_interval"] or {}
+    score_ci, rank_ci = interval.get("score_ci") or [None, None], interval.get("rank_ci") or [None, None]
+    flat |= {
+        "score_ci_lo": score_ci[0],
+        "score_ci_hi": score_ci[1],
+        "rank_ci_lo": rank_ci[0],
+        "rank_ci_hi": rank_ci[1],
+        "tied_for_first": interval.get("tied_for_first"),
+        "tie_group": interval.get("tie_group"),
+        "recall_at_1pct_fpr": row["recall_at_1pct_fpr"],
     }
     for name in COMPONENTS:
         comp = row["components"].get(name) or {}
