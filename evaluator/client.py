@@ -564,7 +564,17 @@ def run_reproduce(args: argparse.Namespace) -> dict:
             ref_detail = probe_download(
                 server=server, slug=ref_info["probe"], number=ref_info.get("version"), dest=reference
             )
-            ref_info = {"probe": ref_info["probe"], "version": ref_detail["version"]["number"]}
+            published = ref_info.get("artifact_sha256")
+            if published and published != ref_detail["version"]["artifact_sha256"]:
+                raise ClientError(
+                    f"the server names reference probe {ref_info['probe']} with SHA-256 {published},"
+                    f" its probe page publishes {ref_detail['version']['artifact_sha256']}"
+                )
+            ref_info = {
+                "probe": ref_info["probe"],
+                "version": ref_detail["version"]["number"],
+                "artifact_sha256": ref_detail["version"]["artifact_sha256"],
+            }
         if reference is not None:
             argv += ["--reference-probe", str(reference)]
         local = _evaluate_locally(argv)
