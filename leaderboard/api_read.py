@@ -319,6 +319,11 @@ def export_columns() -> list[str]:
     return cols
 
 
+#: A spreadsheet reads a cell starting with one of these as a formula (CSV injection): text cells
+#: that do are exported with a leading single quote. Numbers are written as numbers.
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _cell(value) -> str:
     if value is None:
         return ""
@@ -326,6 +331,8 @@ def _cell(value) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+        return "'" + value
     return str(value)
 
 
@@ -403,7 +410,8 @@ class LeaderboardCsvApi(PublicReadApi):
         rows = LeaderboardRowOutput(board.rows, many=True).data
         compare = board.compare.version if board.compare else None
         buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=export_columns(), lineterminator="\n")
+        # RFC 4180 line ends: a cell holding a carriage return is quoted too, not read as a row end
+        writer = csv.DictWriter(buf, fieldnames=export_columns(), lineterminator="\r\n")
         writer.writeheader()
         for row in rows:
             writer.writerow(flatten_row(row, spec=board.spec.version, compare=compare))

@@ -4,6 +4,8 @@
 The write endpoints (POST /api/v1/submissions, the maintainer actions) are routed from
 probebench/urls.py to leaderboard/api_write_urls.py (namespace "api-write")."""
 
+from csp.constants import UNSAFE_INLINE
+from csp.decorators import csp_update
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 
@@ -13,7 +15,15 @@ app_name = "api"
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularRedocView.as_view(url_name="api:schema"), name="docs"),
+    # Redoc (served from drf-spectacular-sidecar) styles itself with injected <style> elements and
+    # searches in a blob: worker: this page alone allows those (the site's CSP is in settings)
+    path(
+        "docs/",
+        csp_update({"style-src": [UNSAFE_INLINE], "worker-src": ["blob:"]})(
+            SpectacularRedocView.as_view(url_name="api:schema", template_name="leaderboard/api_docs.html")
+        ),
+        name="docs",
+    ),
     # ---- read API (public, cached, ETag)
     path("v1/categories", api_read.CategoryListApi.as_view(), name="categories"),
     path("v1/tasks", api_read.TaskListApi.as_view(), name="tasks"),
