@@ -11,6 +11,7 @@ import csv
 import json
 import logging
 import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -167,7 +168,7 @@ def _text_hashes_args(p: argparse.ArgumentParser) -> None:
 def run_text_hashes(args: argparse.Namespace) -> dict:
     """The normalised-text hashes to declare external training data with
     (metadata ``training_data.text_sha256``; see evaluator/leakage.py)."""
-    from evaluator.leakage import text_hash
+    from evaluator.texts import text_hash
 
     hashes: set[str] = set()
     n = 0
@@ -195,6 +196,11 @@ def run_text_hashes(args: argparse.Namespace) -> dict:
 
 
 # --------------------------------------------------------------------------- entry point
+
+
+def default_cache_dir() -> Path:
+    data_dir = os.environ.get("PROBEBENCH_DATA_DIR")
+    return Path(data_dir) / "cache" if data_dir else Path("var") / "cache"
 
 
 def build_parser() -> argparse.ArgumentParser:

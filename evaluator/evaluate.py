@@ -782,21 +782,6 @@ def _transfer(
     )
 
 
-def ea_reference_probe_dir(registry: Registry, base_model: str) -> Path | None:
-    """The registry's eval-awareness reference probe for ``base_model`` (the one the board uses
-    for auroc_ea: registry/reference_probes/ea-<model>, from the manifest), or None when the
-    registry ships none (then auroc_ea is imputed, flagged)."""
-    from evaluator.reference_probes import ea_reference_for, load_manifest, manifest_path
-
-    if not manifest_path(registry.root).is_file():
-        return None
-    entry = ea_reference_for(load_manifest(registry), base_model)
-    if entry is None:
-        return None
-    directory = entry.directory(registry.root)
-    return directory if directory.is_dir() else None
-
-
 def median_length_prompt(registry: Registry, task_id: str, input_kind: str) -> str:
     """A representative prompt (median text length of the test split) for the forward timing."""
     from evaluator.activations import read_split, render_prompts

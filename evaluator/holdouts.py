@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluator.errors import EvaluatorError
+from evaluator.texts import text_hash
 
 QUARTER = re.compile(r"^(?P<year>20\d\d)Q(?P<q>[1-4])$")
 DEFAULT_SIZE = 100
@@ -83,11 +84,9 @@ def mint_holdout(
     holdouts) come first, in an order seeded by (task_id, quarter); only when they cannot fill
     the holdout are used groups drawn (counted in ``reused_rows``). A row whose normalised text
     is in ``forbidden_texts`` (the hashes of the task's train/test/distshift texts, see
-    :func:`evaluator.leakage.text_hash`) is never drawn, nor is its group. Deterministic for a
+    :func:`evaluator.texts.text_hash`) is never drawn, nor is its group. Deterministic for a
     given (task_id, quarter, pool, used_ids, size, forbidden_texts).
     """
-    from evaluator.leakage import text_hash
-
     quarter_validate(quarter)
     if size < 2:
         raise EvaluatorError(f"task {task_id}: a holdout needs at least 2 rows, not {size}")

@@ -6,33 +6,21 @@ A text is compared by the SHA-256 of its normalised UTF-8 bytes, so a submitter 
 external training data without uploading it: they publish the hashes (``python -m evaluator
 text-hashes FILE``) and we intersect them with the hashes of every test split.
 
-Pure: reads split files under a registry root, never touches a database.
+Pure: reads split files under a registry root, never touches a database. The normalisation and
+the hash are :mod:`evaluator.texts`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.holdouts import read_rows
 from evaluator.registry import Registry
+from evaluator.texts import text_hash
 
 EXAMPLES_KEPT = 10  # overlapping row ids kept as evidence per test split
-
-
-def normalize_text(text: str) -> str:
-    """The canonical form two texts are compared in (case, whitespace and punctuation ignored)."""
-    text = unicodedata.normalize("NFKC", text).casefold()
-    text = "".join(" " if unicodedata.category(ch).startswith("P") else ch for ch in text)
-    return " ".join(text.split())
-
-
-def text_hash(text: str) -> str:
-    """SHA-256 (64 lowercase hex) of the normalised text."""
-    return hashlib.sha256(normalize_text(text).encode("utf-8")).hexdigest()
 
 
 def split_text_hashes(path: str | Path) -> list[tuple[str, str]]:

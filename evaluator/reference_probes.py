@@ -47,6 +47,7 @@ import numpy as np
 
 from evaluator import CODE_VERSION
 from evaluator.cli import command
+from evaluator.cli import default_cache_dir as cli_default
 from evaluator.errors import EvaluatorError, RegistryError
 from evaluator.registry import EVAL_AWARENESS
 
@@ -234,6 +235,19 @@ def load_manifest(registry: Registry, path: str | Path | None = None) -> list[Re
 def ea_reference_for(entries: Sequence[ReferenceEntry], base_model: str) -> ReferenceEntry | None:
     """The eval-awareness reference entry of ``base_model``."""
     return next((e for e in entries if e.role == EVAL_AWARENESS and e.base_model == base_model), None)
+
+
+def ea_reference_probe_dir(registry: Registry, base_model: str) -> Path | None:
+    """The registry's eval-awareness reference probe for ``base_model`` (the one the board uses
+    for auroc_ea: registry/reference_probes/ea-<model>, from the manifest), or None when the
+    registry ships none (then auroc_ea is imputed, flagged)."""
+    if not manifest_path(registry.root).is_file():
+        return None
+    entry = ea_reference_for(load_manifest(registry), base_model)
+    if entry is None:
+        return None
+    directory = entry.directory(registry.root)
+    return directory if directory.is_dir() else None
 
 
 # --------------------------------------------------------------------------- the layer sweep
@@ -717,8 +731,6 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 def default_cache_dir() -> Path:
     """$PROBEBENCH_CACHE_DIR, else the CLI's default ($PROBEBENCH_DATA_DIR/cache or ./var/cache)."""
-    from evaluator.train_cli import default_cache_dir as cli_default
-
     env = os.environ.get("PROBEBENCH_CACHE_DIR")
     return Path(env) if env else cli_default()
 

@@ -16,18 +16,13 @@ import os
 import sys
 from pathlib import Path
 
-from evaluator.cli import command
+from evaluator.cli import command, default_cache_dir
 from evaluator.errors import EvaluatorError
 
 # GNU OpenMP threads spin while they wait. On a small shared machine (2 cores, another process
 # busy) that made a batch-1 forward ~10x slower; passive waiting costs little when the machine
 # is idle. Set before torch is imported (this module is imported when the CLI starts).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-
-def default_cache_dir() -> Path:
-    data_dir = os.environ.get("PROBEBENCH_DATA_DIR")
-    return Path(data_dir) / "cache" if data_dir else Path("var") / "cache"
 
 
 class ProgressBar:
@@ -237,8 +232,9 @@ def run_evaluate(args: argparse.Namespace) -> dict:
     """The board's numbers by default: the current protocol, the registry's eval-awareness
     reference probe for the probe's base model, the latest weights spec, the category's active
     tasks, cross-model transfer to every other base model."""
-    from evaluator.evaluate import ea_reference_probe_dir, evaluate_probe
+    from evaluator.evaluate import evaluate_probe
     from evaluator.probes import load_probe
+    from evaluator.reference_probes import ea_reference_probe_dir
     from evaluator.registry import load_registry
 
     reg = load_registry(args.registry)

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from evaluator.leakage import normalize_text, text_hash
 from evaluator.registry import load_registry
+from evaluator.texts import normalize_text, text_hash
 from leaderboard.errors import ValidationFailed
 from leaderboard.models import EvaluationRun, LeakageRecord, Submission
 from leaderboard.services.leakage import DECLARED_OVERLAP_RULE, leakage_rules_on_scoring
