@@ -123,7 +123,3 @@ def artifacts_orphaned_remove(*, min_age_s: float = ORPHAN_MIN_AGE_S, now: float
         path.unlink(missing_ok=True)
         removed.append(relpath)
     return removed
-
-
-def artifact_remove(relpath: str) -> None:
-    artifact_abspath(relpath).unlink(missing_ok=True)

@@ -45,7 +45,12 @@ def submission_create(
     reference_role: str = "",
 ) -> Submission:
     """Validate an upload and queue its evaluation. Any rejection raises a ServiceError (400, 409,
-    413) and leaves no row and no stored file behind."""
+    413) and leaves no row and no stored file behind.
+
+    Every check that can refuse the upload runs before its file is stored; the file is stored
+    under its content hash and never deleted here, even when the transaction fails: an identical
+    upload sent at the same moment (a double click) shares the path, and its row may be the one
+    that commits. A file whose rows never commit is removed by ``artifacts_orphaned_remove``."""
     metadata = parse_json_field(metadata, "metadata")
     recipe = parse_json_field(recipe, "recipe")
     clean = metadata_validate(metadata, recipe=recipe)
@@ -58,10 +63,12 @@ def submission_create(
         raise ValidationFailed("artifact: a .safetensors file is required", field="artifact")
     data = artifacts.read_upload(artifact, max_bytes=settings.MAX_ARTIFACT_BYTES)
     sha = artifacts.sha256_bytes(data)
-    _raise_if_duplicate(sha)
+    _raise_if_duplicate(sha, user=user)
     kind = _artifact_validate(data, clean)
+    if clean.probe_slug:
+        _probe_version_check(user=user, clean=clean)
 
-    relpath, created = artifacts.artifact_store(data, sha)
+    relpath, _ = artifacts.artifact_store(data, sha)
     try:
         with transaction.atomic():
             probe = _probe_for(
@@ -101,26 +108,32 @@ def submission_create(
             submission.save(update_fields=["status", "step", "updated_at"])
             evaluation_runs_dispatch_on_commit(runs)
     except IntegrityError:
-        if created:
-            artifacts.artifact_remove(relpath)
-        _raise_if_duplicate(sha)
-        raise
-    except BaseException:
-        if created:
-            artifacts.artifact_remove(relpath)
+        _raise_if_duplicate(sha, user=user)  # the same bytes committed first: 409, file kept
         raise
     log.info("submission %s queued: %s (%d runs)", submission.pk, version, len(runs))
     return submission
 
 
-def _raise_if_duplicate(sha: str) -> None:
-    existing = ProbeVersion.objects.filter(artifact_sha256=sha).select_related("probe").first()
-    if existing:
+def _raise_if_duplicate(sha: str, *, user) -> None:
+    """409 for bytes already submitted. The existing probe is named to its owner, or when it is
+    public (scored, or a reference probe); anyone else learns only that the file exists."""
+    existing = ProbeVersion.objects.filter(artifact_sha256=sha).select_related("probe", "submission").first()
+    if existing is None:
+        return
+    submission = getattr(existing, "submission", None)
+    public = existing.probe.is_reference or (
+        submission is not None and submission.status == Submission.Status.SCORED
+    )
+    if existing.probe.owner_id != getattr(user, "pk", None) and not public:
         raise DuplicateArtifact(
-            f"artifact: this exact file (SHA-256 {sha}) was already submitted as {existing}",
+            f"artifact: this exact file (SHA-256 {sha}) was already submitted; a file is accepted once",
             field="artifact",
-            extra={"existing_probe": existing.probe.slug, "existing_url": existing.get_absolute_url()},
         )
+    raise DuplicateArtifact(
+        f"artifact: this exact file (SHA-256 {sha}) was already submitted as {existing}",
+        field="artifact",
+        extra={"existing_probe": existing.probe.slug, "existing_url": existing.get_absolute_url()},
+    )
 
 
 def _artifact_validate(data: bytes, clean: CleanMetadata) -> str:
@@ -138,18 +151,24 @@ def _artifact_validate(data: bytes, clean: CleanMetadata) -> str:
     return probe.kind
 
 
+def _probe_version_check(*, user, clean: CleanMetadata, lock: bool = False) -> Probe:
+    """The submitter's probe that ``clean`` adds a version to, or a 400 saying why not."""
+    probes = Probe.objects.select_for_update() if lock else Probe.objects
+    probe = probes.filter(slug=clean.probe_slug, owner=user).first()
+    if probe is None:
+        raise ValidationFailed(f"probe: you have no probe {clean.probe_slug!r}", field="probe")
+    if probe.category_id != clean.category.slug or probe.base_model_id != clean.base_model.slug:
+        raise ValidationFailed(
+            "probe: a new version must keep the probe's category and base model"
+            f" ({probe.category_id}, {probe.base_model_id})",
+            field="probe",
+        )
+    return probe
+
+
 def _probe_for(*, user, clean: CleanMetadata, is_reference: bool, reference_role: str) -> Probe:
     if clean.probe_slug:
-        probe = Probe.objects.select_for_update().filter(slug=clean.probe_slug, owner=user).first()
-        if probe is None:
-            raise ValidationFailed(f"probe: you have no probe {clean.probe_slug!r}", field="probe")
-        if probe.category_id != clean.category.slug or probe.base_model_id != clean.base_model.slug:
-            raise ValidationFailed(
-                "probe: a new version must keep the probe's category and base model"
-                f" ({probe.category_id}, {probe.base_model_id})",
-                field="probe",
-            )
-        return probe
+        return _probe_version_check(user=user, clean=clean, lock=True)
     base = slugify(clean.name)[:100] or "probe"
     slug, n = base, 1
     while Probe.objects.filter(slug=slug).exists():
