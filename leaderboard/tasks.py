@@ -10,6 +10,7 @@ probebench/celery.py routes and schedules.
 """
 
 from celery import shared_task
+from django.conf import settings
 
 from leaderboard.errors import InfrastructureFault
 from leaderboard.policy import MAX_ATTEMPTS
@@ -24,6 +25,10 @@ from leaderboard.policy import MAX_ATTEMPTS
     retry_backoff_max=300,
     retry_jitter=True,
     max_retries=MAX_ATTEMPTS,
+    # the run's time budget: past the soft limit the service fails the run with that reason (no
+    # retry); the hard limit stops a worker process stuck in native code (prefork pool)
+    soft_time_limit=settings.RUN_SOFT_LIMIT_S,
+    time_limit=settings.RUN_HARD_LIMIT_S,
 )
 def evaluation_run_execute_task(self, run_id: int) -> str:
     from leaderboard.services.lifecycle import evaluation_run_process

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 
 from celery import current_app
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.db.models import F
@@ -233,7 +234,8 @@ def evaluation_run_execute(*, run_id: int, worker: str | None = None, on_finishe
 
     Artifact faults fail the run (and its submission) with the reason, no retry. Infrastructure
     faults put the run back in the queue and re-raise so the Celery task retries with backoff;
-    after MAX_ATTEMPTS the run fails.
+    after MAX_ATTEMPTS the run fails. A run past its time budget (the task's soft time limit,
+    ``RUN_SOFT_LIMIT_S``) fails with that reason, no retry: running it again would take as long.
     """
     worker = worker or socket.gethostname()
     run = evaluation_run_claim(run_id=run_id, worker=worker)
@@ -251,6 +253,12 @@ def evaluation_run_execute(*, run_id: int, worker: str | None = None, on_finishe
         return _run_fail(run, f"registry: {exc}", kind="infrastructure", on_finished=on_finished)
     except EvaluatorError as exc:  # the artifact's fault (shape, NaN, a recipe that cannot fit)
         return _run_fail(run, str(exc), kind="artifact", on_finished=on_finished)
+    except SoftTimeLimitExceeded:  # the time budget is spent: never retried
+        message = (
+            f"the run exceeded its time budget of {settings.RUN_SOFT_LIMIT_S} s"
+            " (PROBEBENCH_RUN_SOFT_LIMIT_S) and was stopped; it is not retried"
+        )
+        return _run_fail(run, message, kind="timeout", on_finished=on_finished)
     except Exception as exc:  # an unexpected fault of the machine, not of the artifact
         return _run_infrastructure_fault(run, exc, on_finished)
     done = run_held(run).update(
