@@ -274,3 +274,19 @@ def test_a_nul_character_in_the_url_path_is_a_400_naming_the_path(client, regist
         }
     else:
         assert "NUL (0x00)" in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested 100000 levels deep"),
+        ('{"quarter": NaN}', "NaN is not a number JSON accepts"),
+        ('{"quarter": "2026Q4\\u0000"}', "NUL"),
+    ],
+)
+def test_a_crafted_json_body_is_a_400(registry, maintainer, body, says):
+    client = APIClient()
+    client.force_authenticate(user=maintainer)
+    response = client.post("/api/v1/maintainer/reevaluations", data=body, content_type="application/json")
+    assert response.status_code == 400
+    assert says in response.json()["error"]
