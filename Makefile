@@ -50,9 +50,12 @@ bench: install
 	$(PY) -m pytest -m slow
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
+# Style, the import order (import-linter contracts in pyproject.toml) and types (mypy on evaluator/).
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 format: install
 	$(VENV)/bin/ruff format .

@@ -74,7 +74,7 @@ class HarvestConfig:
     @classmethod
     def from_protocol(cls, protocol: Protocol, **overrides: int) -> HarvestConfig:
         """The protocol's harvest settings (``overrides``: e.g. ``batch_size`` for a test)."""
-        values = {
+        values: dict[str, Any] = {
             "max_length": protocol.max_length,
             "batch_size": protocol.batch_size,
             "max_batch_tokens": protocol.max_batch_tokens,

@@ -629,6 +629,7 @@ def evaluate_probe(
     for k, task_id in enumerate(task_ids):
         report = sub_progress(progress, task_span * k / len(task_ids), task_span * (k + 1) / len(task_ids))
         per_task[task_id], lm = _evaluate_task(p, ref, task_id, setup, lm, spec.imputation, report)
+    assert lm is not None  # _tasks_for returns at least one task, and each run loads the model
     timings["tasks"] = time.perf_counter() - start
 
     # 2. the recipe: reproduction on the base model, re-fit on the other models (rho_ce)
@@ -726,6 +727,7 @@ def _evaluate_task(
     for s, split in enumerate(splits):
         report = sub_progress(progress, s / steps, (s + 1) / steps, f"{task_id}/{split} ")
         runs[split], acts[split], lm = setup.run(probe, task_id, split, lm, report)
+    assert lm is not None  # every task has a train and a test split
     ea_scores = None
     if ref is not None:
         ref_run, _, _ = setup.run(

@@ -455,7 +455,7 @@ class Probe:
         binary = w.ndim == 1 or w.shape[0] == 1
         w_vec, b_val = (w.reshape(-1), b.reshape(-1)[0]) if binary else (None, None)
 
-        def forward(x):
+        def forward_linear(x):
             if mean is not None:
                 x = x - mean
             if scale is not None:
@@ -466,7 +466,7 @@ class Probe:
             others = torch.cat((logits[:, :1], logits[:, 2:]), dim=1)
             return logits[:, 1] - torch.logsumexp(others, dim=1)
 
-        return forward
+        return forward_linear
 
 
 @dataclass(frozen=True)
