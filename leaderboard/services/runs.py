@@ -230,7 +230,7 @@ class Heartbeat:
 def evaluation_run_execute(*, run_id: int, worker: str | None = None, on_finished: OnFinished) -> str:
     """Execute one run end to end. Returns what happened: skipped | succeeded | failed | lost.
     ``on_finished(run)`` is called once the run has finished (succeeded or failed) under this
-    attempt (``leaderboard.services.lifecycle.run_finished``).
+    attempt (``leaderboard.services.lifecycle.evaluation_run_fan_out``).
 
     Artifact faults fail the run (and its submission) with the reason, no retry. Infrastructure
     faults put the run back in the queue and re-raise so the Celery task retries with backoff;
