@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import F
+from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -103,9 +103,23 @@ class Task(models.Model):
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.ACTIVE)
     superseded_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT)
     minted = models.CharField(max_length=20, blank=True)
+    on_policy = models.BooleanField(
+        default=False, help_text="labels from each base model's own behaviour; splits per model"
+    )
+    text_baselines = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="text-only baselines fit on train: {split: {bow_auroc, length_auroc, n}}"
+        " ({model: {split: ...}} for an on-policy task)",
+    )
 
     class Meta:
         ordering = ["category__order", "slug"]
+
+    def text_baseline(self, base_model_id: str | None = None, split: str = "test") -> dict:
+        """The stored text-only baselines of one split ({} when none)."""
+        table = (self.text_baselines or {}).get(base_model_id, {}) if self.on_policy else self.text_baselines
+        return dict((table or {}).get(split) or {})
 
     def __str__(self) -> str:
         return self.slug
@@ -123,16 +137,33 @@ class TaskSplit(models.Model):
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="splits")
     name = models.CharField(max_length=20, choices=Name.choices)
+    #: the base model whose own behaviour labels this file (an on-policy task); null: every model's
+    base_model = models.ForeignKey(
+        BaseModel, null=True, blank=True, on_delete=models.PROTECT, related_name="task_splits"
+    )
     path = models.CharField(max_length=255)
     rows = models.PositiveIntegerField()
     sha256 = models.CharField(max_length=64)
 
     class Meta:
-        ordering = ["task", "name"]
-        constraints = [models.UniqueConstraint(fields=["task", "name"], name="uniq_split_per_task")]
+        ordering = ["task", "base_model", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task", "name"], condition=Q(base_model__isnull=True), name="uniq_split_per_task"
+            ),
+            models.UniqueConstraint(
+                fields=["task", "base_model", "name"],
+                condition=Q(base_model__isnull=False),
+                name="uniq_split_per_task_model",
+            ),
+        ]
 
     def __str__(self) -> str:
-        return f"{self.task_id}/{self.name}"
+        return (
+            f"{self.task_id}/{self.base_model_id}/{self.name}"
+            if self.base_model_id
+            else f"{self.task_id}/{self.name}"
+        )
 
 
 # --------------------------------------------------------------------------- probes
