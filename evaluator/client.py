@@ -495,6 +495,27 @@ def numbers_compare(
     return rows
 
 
+def splits_check(*, server: str, registry: Path | None, category: str, tasks: list[str]) -> None:
+    """The local registry's split files of ``tasks`` are the server's (same SHA-256), else a local
+    run would measure other rows and every difference would look like a wrong board number."""
+    from evaluator.registry import load_registry
+
+    reg = load_registry(registry)
+    query = urllib.parse.urlencode({"category": category})
+    published = {t["slug"]: t for t in _get_json(f"{server}/api/v1/tasks?{query}", what="the task list")}
+    for task_id in tasks:
+        if task_id not in reg.tasks:
+            raise ClientError(f"task {task_id} of the board is not in your registry ({reg.root}): update it")
+        local = reg.task(task_id).splits
+        for split in (published.get(task_id) or {}).get("splits") or []:
+            mine = local.get(split["name"])
+            if mine is not None and mine.sha256 != split["sha256"]:
+                raise ClientError(
+                    f"task {task_id}: your {split['name']} split (SHA-256 {mine.sha256[:12]}…) is not the"
+                    f" server's ({split['sha256'][:12]}…): use the registry the server measures with"
+                )
+
+
 def _evaluate_locally(argv: list[str]) -> dict[str, Any]:
     """Run the ``evaluate`` command (the one the CLI runs, with its defaults) on ``argv``."""
     from evaluator.cli import build_parser
@@ -540,6 +561,7 @@ def run_reproduce(args: argparse.Namespace) -> dict:
         options = _evaluate_option_names()
         argv = ["--probe", str(probe_dir), "--spec", detail["spec"]]
         tasks = [t["task"] for t in detail.get("tasks") or []]
+        splits_check(server=server, registry=args.registry, category=detail["category"], tasks=tasks)
         if tasks:
             argv += ["--tasks", ",".join(tasks)]
         if args.registry:

@@ -84,8 +84,10 @@ def test_submit_refuses_clearly_a_bad_token_a_wrong_url_a_down_server_and_an_inv
 
 @pytest.mark.model
 def test_a_submission_followed_until_scored_is_reproduced_and_a_tampered_score_is_caught(
-    live_server, mini, trained, start_worker, researcher, maintainer, settings
+    live_server, mini, trained, start_worker, researcher, maintainer, settings, tmp_path
 ):
+    from evaluator.registry import load_registry
+
     worker = start_worker("client")
     # the base model's eval-awareness reference probe is on the board first
     ref = submit_dir(
@@ -143,6 +145,19 @@ def test_a_submission_followed_until_scored_is_reproduced_and_a_tampered_score_i
     assert ("aggregate", "reproduced") in judged
     auroc_ea = next(c for c in report["comparisons"] if c["metric"] == "auroc_ea")
     assert auroc_ea["board"] is not None  # measured with the server's reference probe
+    assert report["ea_reference"]["probe"] == ref.probe_version.probe.slug
+    assert report["protocol"] == score.protocol == "p1"
+    assert report["tolerances"]["auroc"] == 0.002 and report["tolerances"]["ece"] == 0.005
+
+    # a registry whose test rows are not the server's is refused before anything is measured
+    other = tmp_path / "other-registry"
+    shutil.copytree(mini, other)
+    tasks_yaml = other / "tasks.yaml"
+    test_sha = load_registry(mini).task(sorted(score.per_task)[0]).splits["test"].sha256
+    tasks_yaml.write_text(tasks_yaml.read_text().replace(test_sha, "0" * 64))
+    elsewhere = client(*reproduce[:-4], "--registry", str(other), "--cache-dir", str(settings.CACHE_DIR))
+    assert elsewhere.returncode != 0
+    assert "split (SHA-256 000000000000…) is not the server's" in one_line_error(elsewhere)
 
     # someone changes one stored number: the receipt no longer matches
     task = sorted(score.per_task)[0]
