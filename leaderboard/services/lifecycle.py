@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from leaderboard.models import EvaluationRun, ReferenceUpdate, Submission
@@ -31,6 +31,7 @@ from leaderboard.services.runs import (
     evaluation_run_execute,
     run_held,
     task_delay,
+    tasks_delay_on_commit,
 )
 from leaderboard.services.submissions import submission_advance
 
@@ -71,7 +72,7 @@ def evaluation_run_fan_out(run: EvaluationRun) -> None:
                 new_version_id=run.probe_version_id, status=ReferenceUpdate.Status.RUNNING
             ).values_list("pk", flat=True)
         )
-        transaction.on_commit(lambda: [task_delay(REFERENCE_UPDATE_ADVANCE_TASK, i) for i in ids])
+        tasks_delay_on_commit(REFERENCE_UPDATE_ADVANCE_TASK, ids)
 
 
 def evaluation_runs_reconcile(*, now=None, dispatch: Callable[[int], None] | None = None) -> dict:
@@ -85,7 +86,7 @@ def evaluation_runs_reconcile(*, now=None, dispatch: Callable[[int], None] | Non
     now = now or timezone.now()
     stale_before = now - timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT_S)
     requeue_before = now - timedelta(seconds=settings.RUN_REQUEUE_AFTER_S)
-    report = {"requeued_dead": [], "republished": [], "advanced": 0}
+    report: dict[str, Any] = {"requeued_dead": [], "republished": [], "advanced": 0}
     for run in Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=stale_before):
         if run.attempts >= MAX_ATTEMPTS:
             if run_held(run).update(

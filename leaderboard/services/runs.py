@@ -51,6 +51,11 @@ def task_delay(name: str, *args) -> None:
     current_app.tasks[name].delay(*args)
 
 
+def tasks_delay_on_commit(name: str, ids: list[int]) -> None:
+    """Publish the task once per id when the current transaction commits."""
+    transaction.on_commit(lambda: [current_app.tasks[name].delay(i) for i in ids])
+
+
 # --------------------------------------------------------------------------- planning runs
 
 
@@ -139,8 +144,7 @@ def _runs_get_or_create(planned, *, submission: Submission | None) -> list[Evalu
 def evaluation_runs_dispatch_on_commit(runs: list[EvaluationRun]) -> None:
     """Publish the runs to the broker once the transaction that created them commits, so a worker
     never sees an uncommitted row."""
-    ids = [r.pk for r in runs]
-    transaction.on_commit(lambda: [task_delay(EXECUTE_TASK, i) for i in ids])
+    tasks_delay_on_commit(EXECUTE_TASK, [r.pk for r in runs])
 
 
 # --------------------------------------------------------------------------- executing runs
