@@ -52,3 +52,26 @@ def test_a_run_past_its_time_budget_fails_with_the_reason_and_is_not_retried(reg
     assert run.error.startswith(f"the run exceeded its time budget of {settings.RUN_SOFT_LIMIT_S} s")
     # the submission waits for its other runs, then fails with this run's reason
     assert Submission.objects.get().status in (Submission.Status.QUEUED, Submission.Status.RUNNING)
+
+
+def test_a_stored_recipe_out_of_bounds_fails_its_run_as_the_artifacts_fault_without_retry(
+    registry, researcher
+):
+    """The worker applies the same hyperparameter bounds as the submission check (a version stored
+    before the bounds existed, or written around the services): the run fails at once, naming the
+    hyperparameter, and is not retried."""
+    client = APIClient()
+    client.force_authenticate(user=researcher)
+    recipe = {"method": "mlp", "task": "halueval-qa-v1", "layer": 15, "seed": 0}
+    assert post(client, linear_probe_bytes(seed=52), metadata(recipe=recipe)).status_code == 201
+    sub = Submission.objects.get()
+    sub.probe_version.recipe = {**recipe, "hyperparameters": {"hidden": 1_000_000}}
+    sub.probe_version.save(update_fields=["recipe"])
+    run = Run.objects.filter(kind=Run.Kind.SCORE).order_by("pk").first()
+
+    assert evaluation_run_process(run_id=run.pk, worker="bounds-test") == "failed"
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED and run.attempts == 1 and run.error_kind == "artifact"
+    assert (
+        "hyperparameter hidden = 1000000 is not accepted for mlp; accepted: an integer in 1..512" in run.error
+    )
