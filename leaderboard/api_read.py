@@ -406,8 +406,9 @@ class LeaderboardCsvApi(PublicReadApi):
     )
     def get(self, request):
         board = _board(_board_query(request))
-        board_details_attach(board.rows)
-        rows = LeaderboardRowOutput(board.rows, many=True).data
+        entries = list(board.rows)  # every entry (ranked in the database or not): one query
+        board_details_attach(entries)
+        rows = LeaderboardRowOutput(entries, many=True).data
         compare = board.compare.version if board.compare else None
         buf = io.StringIO()
         # RFC 4180 line ends: a cell holding a carriage return is quoted too, not read as a row end
@@ -432,12 +433,13 @@ class LeaderboardJsonExportApi(PublicReadApi):
     )
     def get(self, request):
         board = _board(_board_query(request))
-        board_details_attach(board.rows)
+        entries = list(board.rows)
+        board_details_attach(entries)
         data = _board_meta(board) | {
-            "count": len(board.rows),
+            "count": len(entries),
             "next": None,
             "previous": None,
-            "results": LeaderboardRowOutput(board.rows, many=True).data,
+            "results": LeaderboardRowOutput(entries, many=True).data,
         }
         response = Response(data)
         response["Content-Disposition"] = f'attachment; filename="{_export_filename(board, "json")}"'

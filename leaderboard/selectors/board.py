@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.db.models import (
+    BooleanField,
     Count,
     Exists,
+    ExpressionWrapper,
     F,
     FilteredRelation,
+    FloatField,
     Func,
     OuterRef,
     Prefetch,
@@ -21,8 +24,10 @@ from django.db.models import (
     Subquery,
     TextField,
     Value,
+    Window,
 )
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Cast, Lower, RowNumber
 
 from evaluator.registry import COMPONENTS, EVAL_AWARENESS
 from evaluator.scoring import ranking_key
@@ -37,6 +42,7 @@ from leaderboard.models import (
     Submission,
     Task,
     WeightsSpec,
+    score_ranking_key,
 )
 from leaderboard.policy import STABILITY_MIN_QUARTERS, spec_version_key
 from leaderboard.presentation import COMPONENT_LABELS, COMPONENT_SHORT
@@ -527,6 +533,181 @@ def board_intervals_attach(rows: list[BoardRow]) -> None:
         row.auroc_ci, row.auroc_ci_kind = _auroc_interval({}, json_list(found.get(row.score_id), len(tasks)))
 
 
+# --------------------------------------------------------------------------- ranked in the database
+
+
+class RankedRows(Sequence):
+    """A board ranked in the database: ``len()`` counts the entries, a slice fetches one page.
+
+    Each page is one query: the entries (the latest public version of each probe with a Score
+    under the spec) filtered as the board is, numbered by a window function over the norm-2 key
+    (``models.score_ranking_key``: the total without the license contribution, then the total,
+    then the slug), ordered and cut with LIMIT/OFFSET — so only the shown rows leave the database.
+    On PostgreSQL the default order reads the ``score_board_key`` index from the top and stops at
+    the page; other column sorts still rank every entry in the database. Active entries are
+    ranked; deprecated ones follow, unranked (as :func:`rank_rows` does).
+    """
+
+    def __init__(self, *, spec: WeightsSpec, query: BoardQuery):
+        self.spec, self.query = spec, query
+        self._counts: tuple[int, int] | None = None
+
+    # -- counts
+    def counts(self) -> tuple[int, int]:
+        """(active entries, deprecated entries) after the filters (one query, kept)."""
+        if self._counts is None:
+            deprecated = Q(probe_version__probe__status=Probe.Status.DEPRECATED)
+            found = self._entries().aggregate(n=Count("pk"), deprecated=Count("pk", filter=deprecated))
+            self._counts = (found["n"] - found["deprecated"], found["deprecated"])
+        return self._counts
+
+    def __len__(self) -> int:
+        return sum(self.counts())
+
+    def count(self) -> int:  # what Django's Paginator and DRF's pagination ask first
+        return len(self)
+
+    # -- pages
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return list(self)[index]
+            return self._page(start, stop)
+        rows = self._page(index, index + 1) if index >= 0 else list(self)[index:][:1]
+        if not rows:
+            raise IndexError(index)
+        return rows[0]
+
+    def __iter__(self):
+        return iter(self._page(0, len(self)))
+
+    def _page(self, start: int, stop: int) -> list[BoardRow]:
+        if stop <= start:
+            return []
+        q = self.query
+        n_active, n_deprecated = self.counts()
+        if q.sort == "score":
+            # rank order (or its reverse): the active entries, then the deprecated ones
+            segments = [(False, n_active), (True, n_deprecated)]
+            if not q.descending:
+                segments.reverse()
+            out, offset = [], 0
+            for deprecated, size in segments:
+                lo, hi = max(start - offset, 0), min(stop - offset, size)
+                if hi > lo:
+                    out += self._rows(deprecated=deprecated, lo=lo, hi=hi)
+                offset += size
+            return out
+        return self._rows(deprecated=None, lo=start, hi=stop)
+
+    # -- the queries
+    def _entries(self):
+        """The board's entries: latest public version per probe with a Score under the spec."""
+        q, spec = self.query, self.spec
+        qs = Score.objects.filter(spec=spec, probe_version__submission__status=SCORED)
+        if q.category:
+            qs = qs.filter(probe_version__probe__category_id=q.category)
+        if q.model:
+            qs = qs.filter(probe_version__probe__base_model_id=q.model)
+        if q.license:
+            qs = qs.filter(probe_version__license_id=q.license)
+        if q.status:
+            qs = qs.filter(probe_version__probe__status=q.status)
+        newer = ProbeVersion.objects.filter(
+            probe_id=OuterRef("probe_version__probe_id"),
+            number__gt=OuterRef("probe_version__number"),
+            submission__status=SCORED,
+            scores__spec=spec,
+        )
+        return qs.filter(~Exists(newer))
+
+    def _rows(self, *, deprecated: bool | None, lo: int, hi: int) -> list[BoardRow]:
+        q = self.query
+        key = score_ranking_key()
+        rank_order = [key.desc(), F("total").desc(), F("probe_version__probe__slug").asc()]
+        is_deprecated = Q(probe_version__probe__status=Probe.Status.DEPRECATED)
+        qs = self._entries()
+        if deprecated is not None:
+            qs = qs.filter(is_deprecated) if deprecated else qs.exclude(is_deprecated)
+            window = Window(RowNumber(), order_by=rank_order)
+        else:  # every entry in one order: rank the active ones among themselves
+            window = Window(
+                RowNumber(),
+                partition_by=[ExpressionWrapper(is_deprecated, BooleanField())],
+                order_by=rank_order,
+            )
+        if q.sort == "score":
+            order = (
+                rank_order
+                if q.descending
+                else [key.asc(), F("total").asc(), F("probe_version__probe__slug").desc()]
+            )
+        else:
+            column = _SORT_EXPRESSIONS[q.sort]() if q.sort in _SORT_EXPRESSIONS else _component_value(q.sort)
+            direction = column.desc(nulls_last=True) if q.descending else column.asc(nulls_last=True)
+            order = [direction, ExpressionWrapper(is_deprecated, BooleanField()).asc(), *rank_order]
+        leakage = LeakageRecord.objects.filter(
+            probe_id=OuterRef("probe_version__probe_id"), status=LeakageRecord.Status.CONFIRMED
+        )
+        page = (
+            qs.annotate(
+                board_rank=window,
+                leakage=Exists(leakage),
+                license_contribution=KeyTextTransform("contribution", KeyTransform("license", "components")),
+                recall_value=KeyTextTransform(RECALL_KEY, "measurements"),
+            )
+            .order_by(*order)
+            .values_list(
+                "probe_version__probe__slug",
+                *(f"probe_version__{f}" for f in _VERSION_FIELDS),
+                "probe_version__probe__status",
+                "leakage",
+                "pk",
+                "total",
+                "measured_total",
+                "license_contribution",
+                "recall_value",
+                "board_rank",
+            )[lo:hi]
+        )
+        n = len(COMPONENTS)
+        unknown = ((None,) * n, (False,) * n)
+        rows = []
+        for v in page:
+            row = BoardRow(
+                *v[:11],
+                v[11] == Probe.Status.DEPRECATED,
+                *v[12:16],
+                *unknown,
+                float(v[16] or 0.0),
+                self.spec.weights,
+            )
+            row.rank = None if row.deprecated else v[18]
+            if v[17] not in (None, "null"):
+                row.recall = float(v[17])
+            rows.append(row)
+        return rows
+
+
+def _component_value(name: str):
+    return Cast(KeyTextTransform("value", KeyTransform(name, "components")), FloatField())
+
+
+_SORT_EXPRESSIONS = {
+    "name": lambda: Lower("probe_version__probe__name"),
+    "model": lambda: F("probe_version__probe__base_model_id"),
+    "recall": lambda: Cast(KeyTextTransform(RECALL_KEY, "measurements"), FloatField()),
+}
+
+
+def board_ranked_in_database(query: BoardQuery, *, values: bool) -> bool:
+    """Whether the board can be ranked in the database: the default ranking, with no text search
+    (which filters after ranking) and no compared spec; the measured-only ranking, a search and a
+    spec comparison rank the entries in Python (:func:`rank_rows`)."""
+    return not (values or query.measured_only or query.q or query.compare or query.sort == "measured")
+
+
 def rank_rows(rows: list[BoardRow], *, measured_only: bool) -> list[BoardRow]:
     """Rank active entries by norm 2 (best first); deprecated entries follow, greyed, unranked."""
     rows = sorted(rows, key=lambda r: r.probe)  # deterministic ties
@@ -583,6 +764,17 @@ def board_get(*, query: BoardQuery, values: bool = False) -> Board:
         )
         if category is None:
             raise BoardQueryError(f"unknown category {query.category!r}", param="category")
+    if board_ranked_in_database(query, values=values):
+        ranked = RankedRows(spec=spec, query=query)
+        return Board(
+            spec=spec,
+            specs=specs,
+            compare=None,
+            query=replace(query, spec=spec.version, compare=None),
+            category=category,
+            rows=ranked,
+            ranked_count=len(ranked),
+        )
     rows = rank_rows(board_rows(spec=spec, query=query, values=values), measured_only=query.measured_only)
     if compare is not None:
         others = rank_rows(board_rows(spec=compare, query=query), measured_only=query.measured_only)

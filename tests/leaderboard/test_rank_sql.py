@@ -1,0 +1,106 @@
+"""The board is ranked in the database (a window function over the norm-2 key, LIMIT the page):
+the same entries, ranks and order as ranking every row in Python, with only the page's rows
+fetched."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from leaderboard import models as m
+from leaderboard.selectors.board import (
+    BoardQuery,
+    RankedRows,
+    board_get,
+    board_rows,
+    rank_rows,
+    resolve_spec,
+    weights_spec_list,
+)
+from tests.leaderboard.board_data import MODEL_B, ensure_models, ensure_tasks, public_probe
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def board(registry):
+    ensure_models()
+    tasks = ensure_tasks("hallucination", 1)
+    specs = dict(
+        a=dict(auroc=0.91, latency_ms=50.0),
+        b=dict(auroc=0.85, license="MIT"),
+        c=dict(auroc=0.85, license="closed"),  # same numbers as b, a closed license: norm 2 tie
+        d=dict(auroc=0.7, latency_ms=1.0, base_model=MODEL_B),
+        e=dict(auroc=0.95, auroc_ds=0.9),
+        f=dict(auroc=0.6, rho_ce=0.9, base_model=MODEL_B),
+    )
+    for slug, kw in specs.items():
+        public_probe(slug=f"p-{slug}", tasks=tasks, **kw)
+    # a probe with a newer scored version: only the newest is an entry
+    old = m.Probe.objects.get(slug="p-f")
+    public_probe(slug="p-f", probe=old, number=2, auroc=0.93, tasks=tasks, base_model=MODEL_B)
+    m.Probe.objects.filter(slug="p-d").update(status=m.Probe.Status.DEPRECATED)
+
+
+def python_board(query: BoardQuery):
+    """The reference: every entry read and ranked in Python (rank_rows), sorted as before."""
+    from leaderboard.selectors.board import _sort
+
+    spec = resolve_spec(weights_spec_list(), query.spec, param="spec")
+    values = query.sort not in ("score", "name", "model", "recall")
+    return _sort(rank_rows(board_rows(spec=spec, query=query, values=values), measured_only=False), query)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"direction": "asc"},
+        {"sort": "latency"},
+        {"sort": "auroc", "direction": "asc"},
+        {"sort": "name"},
+        {"sort": "model", "direction": "desc"},
+        {"model": MODEL_B},
+        {"status": "deprecated"},
+        {"status": "active", "license": "MIT"},
+    ],
+)
+def test_the_database_ranks_as_python_does(board, params):
+    query = BoardQuery(category="hallucination", **params)
+    got = board_get(query=query)
+    assert isinstance(got.rows, RankedRows)
+    expected = python_board(query)
+    assert [(r.probe, r.version, r.rank) for r in got.rows] == [
+        (r.probe, r.version, r.rank) for r in expected
+    ]
+    assert got.ranked_count == len(expected)
+    # any page is the same slice of it
+    assert [(r.probe, r.rank) for r in got.rows[2:5]] == [(r.probe, r.rank) for r in expected[2:5]]
+
+
+def test_license_only_breaks_a_tie_and_deprecated_entries_follow_unranked(board):
+    rows = list(board_get(query=BoardQuery(category="hallucination")).rows)
+    order = [r.probe for r in rows]
+    assert order.index("p-b") + 1 == order.index("p-c")  # equal norm-2 keys: the slug decides
+    assert rows[-1].probe == "p-d" and rows[-1].rank is None
+    assert [r.rank for r in rows[:-1]] == list(range(1, len(rows)))
+    assert [r.version for r in rows if r.probe == "p-f"] == [2]
+
+
+def test_a_page_fetches_only_its_rows(board):
+    ranked = board_get(query=BoardQuery(category="hallucination")).rows
+    len(ranked)
+    with CaptureQueriesContext(connection) as ctx:
+        page = ranked[1:3]
+    assert [r.rank for r in page] == [2, 3]
+    (sql,) = [q["sql"] for q in ctx.captured_queries]
+    assert "ROW_NUMBER() OVER" in sql.upper() and "LIMIT 2" in sql.upper()
+
+
+def test_search_measured_only_and_spec_comparison_still_rank_every_entry_in_python(board):
+    for query in (
+        BoardQuery(category="hallucination", q="p-a"),
+        BoardQuery(category="hallucination", measured_only=True),
+    ):
+        assert isinstance(board_get(query=query).rows, list)
