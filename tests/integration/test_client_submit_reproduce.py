@@ -154,10 +154,10 @@ def test_a_submission_followed_until_scored_is_reproduced_and_a_tampered_score_i
     shutil.copytree(mini, other)
     tasks_yaml = other / "tasks.yaml"
     test_sha = load_registry(mini).task(sorted(score.per_task)[0]).splits["test"].sha256
-    tasks_yaml.write_text(tasks_yaml.read_text().replace(test_sha, "0" * 64))
+    tasks_yaml.write_text(tasks_yaml.read_text().replace(test_sha, "ab" * 32))
     elsewhere = client(*reproduce[:-4], "--registry", str(other), "--cache-dir", str(settings.CACHE_DIR))
     assert elsewhere.returncode != 0
-    assert "split (SHA-256 000000000000…) is not the server's" in one_line_error(elsewhere)
+    assert "split (SHA-256 abababababab…) is not the server's" in one_line_error(elsewhere)
 
     # someone changes one stored number: the receipt no longer matches
     task = sorted(score.per_task)[0]
