@@ -195,6 +195,44 @@ def run_text_hashes(args: argparse.Namespace) -> dict:
     return {"texts": n, "text_sha256": sorted(hashes)}
 
 
+# --------------------------------------------------------------------------- steer
+
+
+def _steer_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--probe", required=True, type=Path, help="probe directory (probe.json + probe.safetensors)"
+    )
+    p.add_argument(
+        "--tasks", default=None, help="comma-separated task ids (default: the category's active tasks)"
+    )
+    p.add_argument(
+        "--n", type=int, default=None, help="test rows per task (default: the protocol's steering.examples)"
+    )
+    p.add_argument("--device", default=None, help="cpu | cuda (default: CUDA when available)")
+    p.add_argument("--cache-dir", type=Path, default=None, help="model cache (default: var/cache)")
+    p.add_argument("--registry", type=Path, default=None, help="project root holding tasks.yaml")
+
+
+@command("steer", _steer_args)
+def run_steer(args: argparse.Namespace) -> dict:
+    """Direction utility (evaluator/steer.py): addition and ablation of the probe's direction
+    against random directions, on each task's behavioural readout."""
+    from evaluator.registry import load_registry
+    from evaluator.steer import steer_probe
+
+    if args.n is not None and args.n < 2:
+        raise EvaluatorError("--n must be at least 2 (one row of each class)")
+    registry = load_registry(args.registry)
+    return steer_probe(
+        args.probe,
+        registry=registry,
+        cache_dir=args.cache_dir or default_cache_dir(),
+        tasks=[t for t in args.tasks.split(",") if t] if args.tasks else None,
+        n=args.n,
+        device=args.device,
+    )
+
+
 # --------------------------------------------------------------------------- entry point
 
 

@@ -85,6 +85,24 @@ class SplitSpec:
 
 
 @dataclass(frozen=True)
+class ReadoutSpec:
+    """A task's behavioural readout: the model reads ``template`` (``{text}`` replaced; a mapping
+    gives one template per base-model family, and a family it does not name has no readout) and the
+    readout is log P(positive openings) − log P(negative openings) of its next token, where each
+    opening is read by its first token. ``positive`` is the behaviour of the label-1 class."""
+
+    template: str | dict[str, str]
+    positive: tuple[str, ...]
+    negative: tuple[str, ...]
+
+    def template_for(self, family: str) -> str | None:
+        """The template for a base-model family, or None when the task has none for it."""
+        if isinstance(self.template, str):
+            return self.template
+        return self.template.get(family)
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     id: str
     category: str
@@ -104,6 +122,10 @@ class TaskSpec:
     minted: str = ""
     card: str = ""  # path of the markdown task card, relative to the root
     caveats: str = ""
+    #: the behavioural readout (direction utility, evaluator.steer): None when the task has none
+    readout: ReadoutSpec | None = None
+    #: why a task has no readout (``readout: null`` needs ``readout_reason``), or "" when it has one
+    readout_reason: str = ""
 
     @property
     def is_active(self) -> bool:
@@ -183,6 +205,16 @@ class ProtocolTolerances:
 
 
 @dataclass(frozen=True)
+class SteeringSettings:
+    """A protocol's ``steering`` section: how direction utility is measured (evaluator.steer)."""
+
+    alpha_multiple: float  # α = alpha_multiple × the median residual norm at the probe's layer
+    random_directions: int  # K seeded random unit directions to compare with (≥ 16)
+    examples: int  # default size of the seeded, balanced subset of test rows
+    seed: int  # the subset and the random directions
+
+
+@dataclass(frozen=True)
 class Protocol:
     """A named, versioned measurement protocol (registry/protocols/<id>.yaml)."""
 
@@ -201,6 +233,8 @@ class Protocol:
     seeds: dict[str, int]
     tolerances: ProtocolTolerances
     sha256: str  # of the protocol file's bytes
+    #: direction utility settings; None: the protocol does not measure it
+    steering: SteeringSettings | None = None
 
     def summary(self) -> dict[str, Any]:
         """JSON-able facts recorded beside every number measured under the protocol."""
@@ -326,6 +360,48 @@ def _load_split(task_id: str, name: str, entry: dict, where: str) -> SplitSpec:
     return SplitSpec(name=name, path=str(entry["path"]), rows=rows, sha256=sha)
 
 
+def _readout_openings(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        raise RegistryError(f"{where} must be a non-empty list of non-empty strings")
+    return tuple(value)
+
+
+def _load_readout(entry: dict, where: str) -> tuple[ReadoutSpec | None, str]:
+    """``readout: {template, positive, negative}``, or ``readout: null`` with ``readout_reason``.
+    A task that says nothing has no readout ("" reason: n/a, tasks.yaml declares none)."""
+    if "readout" not in entry:
+        return None, ""
+    data = entry["readout"]
+    if data is None:
+        reason = entry.get("readout_reason")
+        if not isinstance(reason, str) or not reason.strip():
+            raise RegistryError(f"{where}: readout: null needs a readout_reason (why there is none)")
+        return None, reason.strip()
+    if not isinstance(data, dict):
+        raise RegistryError(f"{where}: readout must be a mapping (template, positive, negative) or null")
+    _require(data, ("template", "positive", "negative"), f"{where} readout")
+    unknown = sorted(set(data) - {"template", "positive", "negative"})
+    if unknown:
+        raise RegistryError(f"{where}: readout: unknown key(s) {', '.join(unknown)}")
+    template = data["template"]
+    templates = template.values() if isinstance(template, dict) else [template]
+    if isinstance(template, dict) and not template:
+        raise RegistryError(f"{where}: readout.template: an empty mapping of model families")
+    if not all(isinstance(t, str) and "{text}" in t for t in templates):
+        raise RegistryError(f"{where}: readout.template must contain {{text}} (per family when a mapping)")
+    positive = _readout_openings(data["positive"], f"{where}: readout.positive")
+    negative = _readout_openings(data["negative"], f"{where}: readout.negative")
+    if set(positive) & set(negative):
+        raise RegistryError(f"{where}: readout.positive and readout.negative share an opening")
+    if entry.get("readout_reason"):
+        raise RegistryError(f"{where}: readout_reason is only for readout: null")
+    return ReadoutSpec(
+        template=dict(template) if isinstance(template, dict) else template,
+        positive=positive,
+        negative=negative,
+    ), ""
+
+
 def load_tasks(path: Path) -> tuple[dict[str, Category], dict[str, TaskSpec]]:
     data = _read_yaml(path) or {}
     where = str(path)
@@ -369,6 +445,7 @@ def load_tasks(path: Path) -> tuple[dict[str, Category], dict[str, TaskSpec]]:
         minted = entry.get("minted", "")
         if isinstance(minted, dt.date):
             minted = minted.isoformat()
+        readout, readout_reason = _load_readout(entry, f"{where}: task {task_id}")
         tasks[task_id] = TaskSpec(
             id=task_id,
             category=entry["category"],
@@ -386,6 +463,8 @@ def load_tasks(path: Path) -> tuple[dict[str, Category], dict[str, TaskSpec]]:
             minted=str(minted),
             card=entry.get("card", ""),
             caveats=entry.get("caveats", ""),
+            readout=readout,
+            readout_reason=readout_reason,
         )
     for task in tasks.values():
         if task.status == "superseded" and task.superseded_by not in tasks:
@@ -580,6 +659,21 @@ def load_protocol(path: Path) -> Protocol:
     released = data.get("released", "")
     if isinstance(released, dt.date):
         released = released.isoformat()
+    steering = None
+    if data.get("steering") is not None:
+        st = data["steering"]
+        _require(st, ("alpha_multiple", "random_directions", "examples", "seed"), f"{where}: steering")
+        _number(st["alpha_multiple"], f"{where}: steering.alpha_multiple")
+        if _number(st["random_directions"], f"{where}: steering.random_directions", integer=True) < 16:
+            raise RegistryError(f"{where}: steering.random_directions must be at least 16")
+        _number(st["examples"], f"{where}: steering.examples", integer=True)
+        _number(st["seed"], f"{where}: steering.seed", integer=True, positive=False)
+        steering = SteeringSettings(
+            alpha_multiple=float(st["alpha_multiple"]),
+            random_directions=int(st["random_directions"]),
+            examples=int(st["examples"]),
+            seed=int(st["seed"]),
+        )
     return Protocol(
         id=pid,
         released=str(released),
@@ -603,6 +697,7 @@ def load_protocol(path: Path) -> Protocol:
             repro_max_auroc_diff=float(repro["max_auroc_diff"]),
         ),
         sha256=sha256_file(path),
+        steering=steering,
     )
 
 
