@@ -2,14 +2,26 @@
 ``authtoken_token`` table: each existing key is hashed into the new table (so clients keep their
 key), then the clear-text table is dropped (``rest_framework.authtoken`` is no longer installed)."""
 
+import datetime
 import hashlib
 
 import django.db.models.deletion
 import django.utils.timezone
 from django.conf import settings
 from django.db import migrations, models
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 CLEAR_TABLE = "authtoken_token"
+
+
+def _aware(created):
+    """A raw SQLite read gives text in UTC without an offset; PostgreSQL an aware datetime."""
+    if isinstance(created, str):
+        created = parse_datetime(created)
+    if created is not None and timezone.is_naive(created):
+        created = timezone.make_aware(created, datetime.timezone.utc)
+    return created or timezone.now()
 
 
 def clear_tokens_hash(apps, schema_editor):
@@ -25,7 +37,7 @@ def clear_tokens_hash(apps, schema_editor):
             user_id=user_id,
             prefix=key[:8],
             digest=hashlib.sha256(key.encode()).hexdigest(),
-            created_at=created,
+            created_at=_aware(created),
         )
         for key, user_id, created in rows
     )
