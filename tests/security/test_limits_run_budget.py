@@ -34,11 +34,18 @@ def test_a_run_past_its_time_budget_fails_with_the_reason_and_is_not_retried(reg
     assert post(client, linear_probe_bytes(seed=51), metadata()).status_code == 201
     run = Run.objects.filter(kind=Run.Kind.SCORE).order_by("pk").first()
 
+    # As in a worker after its first run, the base model is loaded (and torch, transformers and
+    # their lazy submodules imported) before the clock starts: an exception raised in the middle
+    # of a first `import torch` would leave a half-initialised torch for the rest of the session.
+    from leaderboard import runner
+
+    runner.loaded_model(run.base_model_id)
+
     def soft_limit(signum, frame):
         raise SoftTimeLimitExceeded()
 
     previous = signal.signal(signal.SIGALRM, soft_limit)
-    signal.setitimer(signal.ITIMER_REAL, 1.0)  # the run loads a model and harvests: seconds
+    signal.setitimer(signal.ITIMER_REAL, 1.0)  # the run harvests activations: tens of seconds
     try:
         outcome = evaluation_run_process(run_id=run.pk, worker="budget-test")
     finally:
