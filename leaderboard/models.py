@@ -200,6 +200,8 @@ class Probe(models.Model):
             models.Index(fields=["category", "base_model"], name="probe_category_model"),
             # the current eval-awareness reference probe of a base model
             models.Index(fields=["base_model", "reference_role"], name="probe_reference_role"),
+            # the board's count cache: the latest deprecation, read as one index lookup
+            models.Index(fields=["deprecated_at"], name="probe_deprecated_at"),
         ]
 
     def __str__(self) -> str:
