@@ -172,3 +172,14 @@ def test_a_submission_followed_until_scored_is_reproduced_and_a_tampered_score_i
     assert [(c["task"], c["metric"]) for c in report["comparisons"] if c["verdict"] == "disagree"] == [
         (task, "ece")
     ]
+
+    # an artifact changed on the server's disk is not the one the API publishes: refused
+    stored = Path(settings.ARTIFACT_ROOT) / sub.probe_version.artifact_path
+    data = bytearray(stored.read_bytes())
+    data[-1] ^= 0x01
+    stored.write_bytes(bytes(data))
+    swapped = client(*reproduce)
+    assert swapped.returncode != 0
+    message = one_line_error(swapped)
+    assert "the downloaded artifact's SHA-256" in message
+    assert f"is not the published {sub.probe_version.artifact_sha256}" in message
