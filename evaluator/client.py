@@ -21,6 +21,7 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import socket
 import sys
 import tempfile
@@ -130,6 +131,13 @@ def http_request(
         raise ClientError(f"cannot connect to {url}: {reason}") from None
     except TimeoutError:
         raise ClientError(f"{url}: no answer within {timeout:.0f} s") from None
+    except (BrokenPipeError, ConnectionResetError) as exc:
+        if body is not None and len(body) > 1_000_000:
+            raise ClientError(
+                f"{url}: the server closed the connection while {len(body) / 1e6:.1f} MB were being"
+                " sent (over its upload size limit?)"
+            ) from None
+        raise ClientError(f"{url}: connection failed: {exc}") from None
     except (ConnectionError, OSError) as exc:
         raise ClientError(f"{url}: connection failed: {exc}") from None
 
@@ -236,7 +244,11 @@ class _Bar:
 def _submit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", type=Path, help="probe directory: probe.safetensors + probe.json")
     p.add_argument("--server", required=True, help="root URL of the ProbeBench server")
-    p.add_argument("--token", required=True, help="API token (your account page)")
+    p.add_argument(
+        "--token",
+        default=os.environ.get("PROBEBENCH_TOKEN"),
+        help="API token (your account page; default $PROBEBENCH_TOKEN)",
+    )
     p.add_argument("--wait", action="store_true", help="follow the runs until scored or failed")
     p.add_argument("--poll", type=float, default=2.0, help="seconds between status polls (default 2)")
     p.add_argument("--timeout", type=float, default=3600.0, help="give up waiting after this many seconds")
@@ -293,6 +305,8 @@ def board_row_get(*, server: str, probe: str, category: str) -> dict[str, Any] |
 @command("submit", _submit_args)
 def run_submit(args: argparse.Namespace) -> dict:
     server = server_url(args.server)
+    if not args.token:
+        raise ClientError("no API token: pass --token or set PROBEBENCH_TOKEN (your account page makes one)")
     artifact, metadata = probe_dir_read(args.dir)
     body, content_type = multipart_encode(
         {"metadata": metadata}, {"artifact": ("probe.safetensors", artifact)}

@@ -49,7 +49,7 @@ def free_port() -> int:
 
 @pytest.mark.model
 def test_submit_refuses_clearly_a_bad_token_a_wrong_url_a_down_server_and_an_invalid_probe(
-    live_server, mini, trained, researcher, tmp_path
+    live_server, mini, trained, researcher, tmp_path, settings
 ):
     token = api_token_create(user=researcher)
     probe = str(trained["truth"])
@@ -75,6 +75,14 @@ def test_submit_refuses_clearly_a_bad_token_a_wrong_url_a_down_server_and_an_inv
     assert refused.returncode != 0
     message = one_line_error(refused)
     assert "submission refused (HTTP 400): field layer:" in message and "out of range" in message
+    assert Submission.objects.count() == 0
+
+    # an artifact over the server's size limit: 413, with the field and the limit
+    settings.MAX_REQUEST_BYTES = 2048
+    too_big = client("submit", probe, "--server", live_server.url, "--token", token)
+    assert too_big.returncode != 0
+    message = one_line_error(too_big)
+    assert "submission refused (HTTP 413): field artifact:" in message and "at most 2,048 bytes" in message
     assert Submission.objects.count() == 0
 
     unknown = client("reproduce", "--server", live_server.url, "--probe", "no-such-probe@v1")
