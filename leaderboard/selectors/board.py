@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from django.core.cache import cache
 from django.db.models import (
     BooleanField,
     Count,
@@ -18,6 +19,7 @@ from django.db.models import (
     FilteredRelation,
     FloatField,
     Func,
+    Max,
     OuterRef,
     Prefetch,
     Q,
@@ -50,10 +52,13 @@ from leaderboard.presentation import COMPONENT_LABELS, COMPONENT_SHORT
 SCORED = Submission.Status.SCORED
 
 
-SORT_KEYS = ("score", "measured", "name", "model", *COMPONENTS, "recall")
+SORT_KEYS = ("score", "measured", "name", "model", *COMPONENTS, "recall", "lift")
 #: the operating-point column: Score.measurements key (mean over tasks of recall at the 1%-FPR
 #: threshold fixed on the train split)
 RECALL_KEY = "recall_at_1pct_fpr"
+#: lift over text: Score.measurements key of the mean over tasks of the probe's test AUROC minus
+#: the task's bag-of-words AUROC on the same rows (services.scores)
+LIFT_KEY = "lift_over_text"
 
 
 BOARD_STATUSES = ("active", "deprecated")
@@ -183,6 +188,8 @@ class BoardRow:
     compare_total: float | None = None
     #: recall at 1% FPR (mean over tasks); read for every row only when the board sorts by it
     recall: float | None = None
+    #: lift over text (mean over tasks); from the measurements (board_details_attach)
+    lift_over_text: float | None = None
     #: the stored bootstrap intervals (RankInterval): rank_lo, rank_hi, score_lo, score_hi,
     #: tied_for_first, tie_group — only when they describe this row's rank (see board_details_attach)
     rank_interval: dict | None = None
@@ -494,6 +501,8 @@ def board_details_attach(rows: list[BoardRow]) -> None:
         row.auroc_ci_kind = "bootstrap" if row.auroc_ci else ""
         if row.recall is None and isinstance(row.measurements.get(RECALL_KEY), (int, float)):
             row.recall = float(row.measurements[RECALL_KEY])
+        if isinstance(row.measurements.get(LIFT_KEY), (int, float)):
+            row.lift_over_text = float(row.measurements[LIFT_KEY])
     board_intervals_attach(rows)
 
 
@@ -554,12 +563,18 @@ class RankedRows(Sequence):
 
     # -- counts
     def counts(self) -> tuple[int, int]:
-        """(active entries, deprecated entries) after the filters (one query, kept)."""
+        """(active entries, deprecated entries) after the filters: counting every entry is the one
+        step that grows with the board, so the counts are cached (see :func:`board_cached`)."""
         if self._counts is None:
-            deprecated = Q(probe_version__probe__status=Probe.Status.DEPRECATED)
-            found = self._entries().aggregate(n=Count("pk"), deprecated=Count("pk", filter=deprecated))
-            self._counts = (found["n"] - found["deprecated"], found["deprecated"])
+            q = self.query
+            key = f"board-counts:{self.spec.version}:{q.category}:{q.model}:{q.license}:{q.status}"
+            self._counts = tuple(board_cached(key, self._count))
         return self._counts
+
+    def _count(self) -> tuple[int, int]:
+        deprecated = Q(probe_version__probe__status=Probe.Status.DEPRECATED)
+        found = self._entries().aggregate(n=Count("pk"), deprecated=Count("pk", filter=deprecated))
+        return found["n"] - found["deprecated"], found["deprecated"]
 
     def __len__(self) -> int:
         return sum(self.counts())
@@ -690,6 +705,33 @@ class RankedRows(Sequence):
         return rows
 
 
+#: How long a board count may be served from the cache: as long as the page itself may be cached
+#: by anyone (the public pages' and the API's ``Cache-Control: max-age``).
+BOARD_COUNT_TTL_S = 60
+
+
+def board_stamp() -> str:
+    """Changes whenever an entry can appear, leave or change side: a new Score (a newly scored
+    probe or version), a new probe, a deprecation. Two index lookups."""
+    scores = Score.objects.aggregate(last=Max("pk"))
+    probes = Probe.objects.aggregate(last=Max("pk"), deprecated=Max("deprecated_at"))
+    deprecated = probes["deprecated"].timestamp() if probes["deprecated"] else 0
+    return f"{scores['last']}:{probes['last']}:{deprecated}"
+
+
+def board_cached(key: str, compute):
+    """``compute()`` cached under ``key`` and the current :func:`board_stamp`, for at most
+    BOARD_COUNT_TTL_S seconds. Counting every entry is the one step of a board page whose cost
+    grows with the board (the page itself is read from the top of an index); the stamp makes a
+    new entry or a deprecation show at once, the TTL bounds anything else (a deleted probe)."""
+    full_key = f"{key}:{board_stamp()}"
+    found = cache.get(full_key)
+    if found is None:
+        found = compute()
+        cache.set(full_key, found, timeout=BOARD_COUNT_TTL_S)
+    return found
+
+
 def _component_value(name: str):
     return Cast(KeyTextTransform("value", KeyTransform(name, "components")), FloatField())
 
@@ -698,6 +740,7 @@ _SORT_EXPRESSIONS = {
     "name": lambda: Lower("probe_version__probe__name"),
     "model": lambda: F("probe_version__probe__base_model_id"),
     "recall": lambda: Cast(KeyTextTransform(RECALL_KEY, "measurements"), FloatField()),
+    "lift": lambda: Cast(KeyTextTransform(LIFT_KEY, "measurements"), FloatField()),
 }
 
 
@@ -731,6 +774,9 @@ def _sort(rows: list[BoardRow], query: BoardQuery) -> list[BoardRow]:
         key = lambda r: r.ranking_key(measured_only=True)[0] if r.measured_total is not None else None  # noqa: E731
     elif query.sort == "recall":
         key = lambda r: r.recall  # noqa: E731
+    elif query.sort == "lift":
+        board_details_attach(rows)  # the measurements of every row (one query)
+        key = lambda r: r.lift_over_text  # noqa: E731
     else:
         key = lambda r: r.component_value(query.sort, measured_only=query.measured_only)  # noqa: E731
     present = [r for r in rows if key(r) is not None]
@@ -829,11 +875,16 @@ def board_overview(
 
 
 def category_tabs() -> list[dict]:
-    """The category tabs: slug, name and the number of probes with a public version."""
-    public = ProbeVersion.objects.filter(probe_id=OuterRef("pk"), submission__status=SCORED)
-    counts = dict(
-        Probe.objects.filter(Exists(public)).values_list("category_id").annotate(n=Count("pk")).order_by()
-    )
+    """The category tabs: slug, name and the number of probes with a public version (cached, see
+    :func:`board_cached`)."""
+
+    def count() -> dict[str, int]:
+        public = ProbeVersion.objects.filter(probe_id=OuterRef("pk"), submission__status=SCORED)
+        return dict(
+            Probe.objects.filter(Exists(public)).values_list("category_id").annotate(n=Count("pk")).order_by()
+        )
+
+    counts = board_cached("board-tabs", count)
     return [
         {"slug": c.slug, "name": c.name, "count": counts.get(c.slug, 0)}
         for c in Category.objects.only("slug", "name", "order")
