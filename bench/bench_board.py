@@ -4,8 +4,12 @@
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/x .venv/bin/python bench/bench_board.py
                                                                # a fresh database probebench_bench_<pid>
 
+    DATABASE_URL=postgresql://… .venv/bin/python bench/bench_board.py --sizes 1000,10000,50000
+                                                               # the board pages as the board grows
+
 Seeds 1,000 probes × 10 tasks with synthetic scores (bench/seed_board.py) into a database created
-for the run and removed afterwards (never the demo database), then reports:
+for the run and removed afterwards (never the demo database), then reports (with ``--sizes``:
+the board pages at each size instead, seeding up to each in turn):
 
 1. server time (the Django handler in-process, no network) p50/p95 for the category page, the
    overview, a probe page, /api/v1/leaderboard and the CSV export, with the SQL query count;
@@ -19,6 +23,7 @@ import argparse
 import json
 import os
 import re
+import secrets
 import shutil
 import socket
 import statistics
@@ -46,6 +51,7 @@ def _environment(args) -> tuple[dict, str | None, str]:
         "PROBEBENCH_DATA_DIR": data_dir,
         "DJANGO_SETTINGS_MODULE": "probebench.settings",
         "DEBUG": "False",
+        "SECRET_KEY": secrets.token_urlsafe(50),  # a throwaway instance (settings refuse none)
         # the load test would otherwise hit the anonymous API rate limit within a second
         "PROBEBENCH_RATE_ANON": "1000000/s",
         "PROBEBENCH_RATE_USER": "1000000/s",
@@ -227,6 +233,12 @@ def main() -> None:
     parser.add_argument(
         "--keep", action="store_true", help="keep the throwaway database (and print where it is)"
     )
+    parser.add_argument(
+        "--sizes",
+        default="",
+        help="comma-separated board sizes, e.g. 1000,10000,50000: seed up to each in turn and time the"
+        " board pages at every size (the scaling report; replaces the default report)",
+    )
     args = parser.parse_args()
 
     env, pg_name, data_dir = _environment(args)
@@ -249,6 +261,11 @@ def main() -> None:
         registry_sync(verify_hashes=False)
         from evaluator.registry import CATEGORIES
 
+        if args.sizes:
+            report = _scaling([int(s) for s in args.sizes.split(",")], args, categories=CATEGORIES)
+            print(json.dumps(report, indent=2))
+            _print_scaling(report)
+            return
         counts = seed(
             n_probes=args.probes, n_tasks=args.tasks, categories=CATEGORIES if args.spread else CATEGORIES[:1]
         )
@@ -299,6 +316,70 @@ def main() -> None:
             if pg_name:
                 _drop_pg(pg_name)
             shutil.rmtree(data_dir, ignore_errors=True)
+
+
+#: the pages whose cost must not grow with the board: ranked in the database, one page leaves it
+SCALING_URLS = {
+    "category page": "/category/{category}/",
+    "category page 2": "/category/{category}/?page=2",
+    "category page, sorted by latency": "/category/{category}/?sort=latency",
+    "API /api/v1/leaderboard": "/api/v1/leaderboard?category={category}",
+}
+
+
+def _scaling(sizes: list[int], args, *, categories) -> dict:
+    """Seed the board up to each size in turn (synthetic, one category; full per-task curves for
+    the first 1,000 probes only) and time the board pages at every size."""
+    from django.db import connection
+
+    from bench.seed_board import seed
+
+    category = (categories if args.spread else categories[:1])[0]
+    seeded, rows = 0, []
+    for size in sorted(sizes):
+        t0 = time.perf_counter()
+        seed(
+            n_probes=size - seeded,
+            n_tasks=args.tasks,
+            categories=categories if args.spread else categories[:1],
+            rng_seed=size,
+            detailed=max(0, 1000 - seeded),
+        )
+        seeded = size
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+        seed_s = time.perf_counter() - t0
+        urls = {name: url.format(category=category) for name, url in SCALING_URLS.items()}
+        rows.append(
+            {
+                "probes": size,
+                "seed_seconds": round(seed_s, 1),
+                "load_before": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+                "server_time": _server_times(urls, args.requests),
+            }
+        )
+    return {
+        "database": connection.vendor,
+        "tasks_per_category": args.tasks,
+        "spread": bool(args.spread),
+        "sizes": rows,
+    }
+
+
+def _print_scaling(report: dict) -> None:
+    first = report["sizes"][0]
+    print(
+        f"\n{report['database']}: SYNTHETIC probes × {report['tasks_per_category']} tasks, p50 ms (queries)"
+    )
+    names = list(first["server_time"])
+    print(f"{'probes':>8} " + " ".join(f"{n[:34]:>36}" for n in names))
+    for row in report["sizes"]:
+        cells = []
+        for n in names:
+            r = row["server_time"][n]
+            growth = r["p50_ms"] / first["server_time"][n]["p50_ms"]
+            cells.append(f"{r['p50_ms']:8.1f} p95 {r['p95_ms']:7.1f} ×{growth:4.2f} ({r['queries']})")
+        print(f"{row['probes']:8d} " + " ".join(f"{c:>36}" for c in cells))
 
 
 def _print_table(report: dict) -> None:
