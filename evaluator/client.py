@@ -456,6 +456,15 @@ def protocol_tolerances(registry: Path | None, protocol: str | None) -> tuple[st
             name = {"auroc_abs": "auroc", "ece_abs": "ece"}.get(key, key)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 tolerances[name] = float(value)
+        named = set(block) if isinstance(block, dict) else set()
+        for metric, family in (
+            ("auroc_ci", "auroc"),
+            ("auroc_ea", "auroc"),
+            ("auroc_ds", "auroc"),
+            ("brier", "ece"),
+        ):
+            if metric not in named:  # an AUROC is judged like the AUROC, Brier like the ECE
+                tolerances[metric] = tolerances[family]
         return str(data.get("id") or path.stem), tolerances
     return protocol, tolerances
 

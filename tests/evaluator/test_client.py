@@ -93,7 +93,9 @@ def test_tolerances_come_from_the_protocol_file_when_there_is_one(tmp_path):
     protocol, tolerances = protocol_tolerances(tmp_path, "p1")
     assert protocol == "p1"
     assert tolerances["auroc"] == 0.001 and tolerances["ece"] == 0.01
-    assert tolerances["brier"] == DEFAULT_TOLERANCES["brier"]
+    assert tolerances["auroc_ea"] == tolerances["auroc_ds"] == 0.001  # as the protocol's AUROC
+    assert tolerances["brier"] == 0.01  # as its ECE
+    assert tolerances["rho_ce"] == DEFAULT_TOLERANCES["rho_ce"]
     assert protocol_tolerances(tmp_path / "elsewhere", None) == (None, DEFAULT_TOLERANCES)
 
 
