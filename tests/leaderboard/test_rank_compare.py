@@ -89,6 +89,22 @@ def test_probes_on_different_base_models_are_paired_on_the_rows_they_share(
     assert missing["paired"] is None and "was not measured on this task" in missing["reason"]
 
 
+def test_an_on_policy_task_cannot_pair_probes_on_different_base_models(
+    board, tasks, client, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        worker_scored("other-model", signal=2.0, seed=7, tasks=tasks, base_model=MODEL_B)
+    m.Task.objects.filter(pk=tasks[1].pk).update(on_policy=True)
+    data = client.get("/api/v1/compare", {"a": "strong", "b": "other-model"}).json()
+    by_task = {t["task"]: t for t in data["tasks"]}
+    assert by_task[tasks[0].slug]["paired"] is not None
+    on_policy = by_task[tasks[1].slug]
+    assert on_policy["paired"] is None and "on-policy task" in on_policy["reason"]
+    # two probes on the same base model read the same generated rows: they are paired
+    same = client.get("/api/v1/compare", {"a": "strong", "b": "twin-a"}).json()
+    assert all(t["paired"] is not None for t in same["tasks"])
+
+
 def test_the_page_shows_the_comparison_with_overlaid_roc_curves(board, client):
     response = client.get("/compare/", {"a": "strong", "b": "twin-a"})
     assert response.status_code == 200
