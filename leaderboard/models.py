@@ -385,6 +385,7 @@ class EvaluationRun(models.Model):
         REFERENCE = "reference"  # the eval-awareness reference probe on this probe's test items
         HOLDOUT = "holdout"  # quarterly re-evaluation on a minted holdout
         REPRODUCE = "reproduce"  # the recipe re-run on the train split, compared with the artifact
+        STEER = "steer"  # direction utility (evaluator.steer): the probe's direction steering the model
 
     probe_version = models.ForeignKey(ProbeVersion, on_delete=models.PROTECT, related_name="runs")
     submission = models.ForeignKey(
