@@ -107,6 +107,8 @@ def text_clean(value: Any, field_name: str, *, max_length: int | None, multiline
     if not isinstance(value, str):
         _fail(field_name, f"must be text, got {type(value).__name__}")
     text = unicodedata.normalize("NFC", value).strip()
+    if max_length is not None and len(text) > max_length:
+        _fail(field_name, f"is {len(text)} characters long; at most {max_length} are accepted")
     allowed = "\t\n\r" if multiline else ""
     for ch in text:
         if ch in _BIDI or (unicodedata.category(ch) == "Cc" and ch not in allowed):
@@ -118,8 +120,6 @@ def text_clean(value: Any, field_name: str, *, max_length: int | None, multiline
             )
         if unicodedata.category(ch) == "Cs":
             _fail(field_name, f"contains an unpaired surrogate U+{ord(ch):04X}; accepted: valid Unicode text")
-    if max_length is not None and len(text) > max_length:
-        _fail(field_name, f"is {len(text)} characters long; at most {max_length} are accepted")
     return text
 
 
