@@ -78,7 +78,7 @@ def environment_capture(*, device: str, dtype: str, protocol_id: str | None) -> 
 
 
 def environment_label(environment: dict[str, Any] | None) -> str:
-    """One line for a page: "p1 · float32 on cpu (AMD EPYC, AVX512, 2 threads) · torch 2.13.0".
+    """One line for a page: "p1 · cpu (AMD EPYC, AVX512, 2 threads) · float32 · torch 2.13.0, …".
 
     An empty record (a run measured before environments were recorded) gives ""."""
     if not environment:
@@ -94,7 +94,7 @@ def environment_label(environment: dict[str, Any] | None) -> str:
         details = [d for d in details if d]
         if details:
             where += f" ({', '.join(details)})"
-    versions = " ".join(
+    versions = ", ".join(
         f"{name} {environment[key]}"
         for name, key in (
             ("torch", "torch"),
@@ -103,4 +103,4 @@ def environment_label(environment: dict[str, Any] | None) -> str:
         )
         if environment.get(key)
     )
-    return " · ".join(x for x in (protocol, f"{environment.get('dtype', '?')} on {where}", versions) if x)
+    return " · ".join(x for x in (protocol, where, str(environment.get("dtype", "?")), versions) if x)

@@ -112,7 +112,7 @@ class ProbeDetail:
 
     @property
     def measured_on(self) -> str:
-        """Where the shown Score was measured ("float32 on cpu (AMD EPYC, AVX512, 2 threads) ·
+        """Where the shown Score was measured ("cpu (AMD EPYC, AVX512, 2 threads) · float32 ·
         torch …"): the environment its test runs recorded, without the protocol id."""
         from evaluator.environment import environment_label
 

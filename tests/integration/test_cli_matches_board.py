@@ -170,7 +170,7 @@ def test_the_cli_with_its_defaults_gives_every_number_the_board_stores(
     from django.test import Client
 
     page = Client().get(f"/probes/{version.probe.slug}/").content.decode()
-    assert "measured under" in page and ">p1</a> on float32 on cpu (" in page
+    assert "measured under" in page and ">p1</a> on cpu (" in page and " · float32 · torch " in page
     assert reg.protocol().tolerances.reproduction_criterion in page
     assert "(information, not judged)" in page
 
