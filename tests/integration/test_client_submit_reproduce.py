@@ -91,6 +91,37 @@ def test_submit_refuses_clearly_a_bad_token_a_wrong_url_a_down_server_and_an_inv
 
 
 @pytest.mark.model
+def test_waiting_on_a_submission_that_is_rejected_ends_with_the_public_reason(
+    live_server, mini, trained, worker_env, researcher, maintainer
+):
+    from leaderboard.services.submissions import submission_reject
+
+    # no worker: the runs stay queued until a maintainer rejects the submission
+    token = api_token_create(user=researcher)
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    argv = ["submit", str(trained["truth"]), "--server", live_server.url, "--token", token, "--wait"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evaluator", *argv, "--poll", "0.3"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        wait_for(lambda: Submission.objects.exists(), timeout=60, what="the submission")
+        submission_reject(
+            submission=Submission.objects.get(), by=maintainer, reason="duplicates an existing probe"
+        )
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0 and stdout == ""
+    message = one_line_error(subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr))
+    assert message.endswith("rejected: duplicates an existing probe")
+
+
+@pytest.mark.model
 def test_a_submission_followed_until_scored_is_reproduced_and_a_tampered_score_is_caught(
     live_server, mini, trained, start_worker, researcher, maintainer, settings, tmp_path
 ):
