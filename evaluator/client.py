@@ -622,6 +622,8 @@ def run_reproduce(args: argparse.Namespace) -> dict:
             }
         if reference is not None:
             argv += ["--reference-probe", str(reference)]
+        elif "ea_reference" in detail and "--no-reference-probe" in options:
+            argv += ["--no-reference-probe"]  # the board had none: its auroc_ea is imputed
         local = _evaluate_locally(argv)
 
     rows = numbers_compare(detail, local, tolerances)
