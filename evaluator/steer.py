@@ -85,6 +85,21 @@ def random_directions(d_model: int, *, k: int, seed: int) -> np.ndarray:
     return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
+def steer_plan(*, registry: Registry, base_model: str, probe_kind: str, task_ids: Sequence[str]) -> list[str]:
+    """The tasks a probe's steer runs measure (the board plans one run each): none unless it is a
+    linear probe on a decoder model; then those of ``task_ids`` whose readout has a template for
+    the model's family (the others are n/a)."""
+    spec = registry.model(base_model)
+    if probe_kind != "linear" or spec.encoder:
+        return []
+    out = []
+    for task_id in task_ids:
+        readout = registry.tasks[task_id].readout if task_id in registry.tasks else None
+        if readout is not None and readout.template_for(spec.family) is not None:
+            out.append(task_id)
+    return out
+
+
 # --------------------------------------------------------------------------- the readout
 
 

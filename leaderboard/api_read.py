@@ -202,6 +202,11 @@ class LeaderboardRowOutput(serializers.Serializer):
         allow_null=True,
         help_text="recall at the 1%-FPR threshold fixed on the train split, on test; mean over tasks",
     )
+    direction_utility = serializers.FloatField(
+        allow_null=True,
+        help_text="does the probe's direction steer the model's behavioural readout: mean over readout"
+        " tasks of (effect − random mean)/random sd; null where not measured; not part of the ProbeScore",
+    )
     badges = BadgesOutput(source="*")
     compare_rank = serializers.IntegerField(allow_null=True)
     compare_total = serializers.FloatField(allow_null=True)
@@ -298,6 +303,7 @@ def export_columns() -> list[str]:
         "tied_for_first",
         "tie_group",
         "recall_at_1pct_fpr",
+        "direction_utility",
     ]
     for name in COMPONENTS:
         cols += [f"{name}_value", f"{name}_weight", f"{name}_contribution", f"{name}_imputed", f"{name}_raw"]
@@ -366,6 +372,7 @@ def flatten_row(row: dict, *, spec: str, compare: str | None) -> dict:
         "tied_for_first": interval.get("tied_for_first"),
         "tie_group": interval.get("tie_group"),
         "recall_at_1pct_fpr": row["recall_at_1pct_fpr"],
+        "direction_utility": row.get("direction_utility"),
     }
     for name in COMPONENTS:
         comp = row["components"].get(name) or {}

@@ -237,3 +237,83 @@ def history_svg(points: Sequence[dict], *, title: str = "History over quarters")
             series("holdout_auroc", "holdout AUROC"),
         ],
     )
+
+
+def steer_svg(
+    rows: Sequence[tuple[str, float, Sequence[float]]],
+    *,
+    title: str,
+    x_label: str,
+    width: int = 440,
+) -> SafeString:
+    """Direction utility: per row (a task), the probe direction's effect (a filled diamond) against
+    the same intervention along random directions (grey dots, with their mean ± 1 sd as a bar)."""
+    digest = hashlib.sha1(repr((title, [(r[0], r[1], list(r[2])) for r in rows])).encode())
+    uid = f"chart-{digest.hexdigest()[:10]}"
+    left, right, top, row_h = 150, 16, 34, 26
+    plot_w = width - left - right
+    plot_h = row_h * max(len(rows), 1)
+    height = top + plot_h + 62
+    values = [v for _, effect, randoms in rows for v in (effect, *randoms)] or [0.0, 1.0]
+    lo, hi = min(min(values), 0.0), max(max(values), 0.0)
+    pad = (hi - lo) * 0.08 or 1.0
+    lo, hi = lo - pad, hi + pad
+
+    def px(v: float) -> float:
+        return left + (v - lo) / (hi - lo) * plot_w
+
+    described = "; ".join(
+        f"{label}: effect {effect:.3g}, random mean {sum(r) / len(r):.3g} over {len(r)} directions"
+        for label, effect, r in rows
+        if r
+    )
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {width} {height}" '
+        f'width="{width}" height="{height}" role="img" aria-labelledby="{uid}-t {uid}-d">',
+        f'<title id="{uid}-t">{escape(title)}</title>',
+        f'<desc id="{uid}-d">{escape(described or "no task with a readout")}</desc>',
+        f'<text x="{width / 2}" y="20" text-anchor="middle" class="chart-title">{escape(title)}</text>',
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fff" stroke="#888"/>',
+    ]
+    step = (hi - lo) / 4
+    for i in range(5):
+        t = lo + i * step
+        X = px(t)
+        out.append(f'<line x1="{X:.1f}" y1="{top}" x2="{X:.1f}" y2="{top + plot_h}" class="grid"/>')
+        out.append(
+            f'<text x="{X:.1f}" y="{top + plot_h + 16}" text-anchor="middle" class="tick">{t:.2g}</text>'
+        )
+    zero = px(0.0)
+    out.append(f'<line x1="{zero:.1f}" y1="{top}" x2="{zero:.1f}" y2="{top + plot_h}" stroke="#777"/>')
+    for i, (label, effect, randoms) in enumerate(rows):
+        Y = top + row_h * i + row_h / 2
+        out.append(
+            f'<text x="{left - 6}" y="{Y + 4:.1f}" text-anchor="end" class="tick">{escape(label[:24])}</text>'
+        )
+        if randoms:
+            mean = sum(randoms) / len(randoms)
+            sd = (sum((r - mean) ** 2 for r in randoms) / max(len(randoms) - 1, 1)) ** 0.5
+            out.append(
+                f'<line x1="{px(mean - sd):.1f}" y1="{Y:.1f}" x2="{px(mean + sd):.1f}" y2="{Y:.1f}" '
+                f'stroke="{PALETTE[7]}" stroke-width="6" opacity="0.5"><title>random mean ± 1 sd</title></line>'
+            )
+            for r in randoms:
+                out.append(f'<circle cx="{px(r):.1f}" cy="{Y:.1f}" r="2.5" fill="{PALETTE[7]}"/>')
+        X = px(effect)
+        out.append(
+            f'<path d="M{X:.1f},{Y - 6:.1f} L{X + 6:.1f},{Y:.1f} L{X:.1f},{Y + 6:.1f} L{X - 6:.1f},{Y:.1f} Z" '
+            f'fill="{PALETTE[1]}"><title>{escape(f"{label}: probe direction {effect:.4g}")}</title></path>'
+        )
+    out.append(
+        f'<text x="{left + plot_w / 2}" y="{top + plot_h + 36}" text-anchor="middle" class="axis-label">'
+        f"{escape(x_label)}</text>"
+    )
+    ly = top + plot_h + 50
+    out.append(
+        f'<path d="M{left + 6},{ly - 5} L{left + 11},{ly} L{left + 6},{ly + 5} L{left + 1},{ly} Z" '
+        f'fill="{PALETTE[1]}"/><text x="{left + 16}" y="{ly + 4}" class="legend">probe direction</text>'
+        f'<circle cx="{left + 136}" cy="{ly}" r="3" fill="{PALETTE[7]}"/>'
+        f'<text x="{left + 144}" y="{ly + 4}" class="legend">random directions (bar: mean ± 1 sd)</text>'
+    )
+    out.append("</svg>")
+    return mark_safe("".join(out))  # every text above went through escape()

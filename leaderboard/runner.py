@@ -7,6 +7,7 @@ Each run kind maps to evaluator functions:
     reference  execute_run of the eval-awareness reference probe on another probe's test split
     reproduce  reproduction_check (the recipe re-run, compared with the artifact)
     transfer   cross_model_transfer to the run's base model (ρ_CE for that target)
+    steer      steer_probe on the run's task (direction utility; not part of the ProbeScore)
     holdout    the probe on the quarter's minted holdout (file verified against its SHA-256)
 
 Every run is measured under the registry's current measurement protocol (registry/protocols/):
@@ -160,6 +161,7 @@ def run_execute(*, run: EvaluationRun, progress: Progress) -> RunOutcome:
         Run.Kind.REPRODUCE: _reproduce,
         Run.Kind.TRANSFER: _transfer,
         Run.Kind.HOLDOUT: _holdout,
+        Run.Kind.STEER: _steer,
     }[kind]
     return handler(run, progress)
 
@@ -270,6 +272,29 @@ def _transfer(run: EvaluationRun, progress: Progress) -> RunOutcome:
         cache_key=result.refit_train_cache_key,
     )
     return _measured(outcome, loaded_model(run.base_model_id))
+
+
+def _steer(run: EvaluationRun, progress: Progress) -> RunOutcome:
+    """Direction utility on one task: the steer JSON of that task is the stored result."""
+    from evaluator.steer import steer_probe
+
+    probe = probe_for(run.probe_version)
+    out = steer_probe(
+        probe,
+        registry=registry(),
+        cache_dir=settings.CACHE_DIR,
+        tasks=[run.task_id],
+        protocol=protocol(),
+        load=loaded_model,
+        progress=progress,
+    )
+    if not out["eligible"]:
+        raise EvaluatorError(f"direction utility: {out['reason']}")
+    outcome = RunOutcome(
+        metrics={"steer": out["tasks"][run.task_id], "settings": out["settings"]},
+        timings={"total": out["seconds"]},
+    )
+    return _measured(outcome, loaded_model(probe.base_model))
 
 
 def _holdout(run: EvaluationRun, progress: Progress) -> RunOutcome:

@@ -92,6 +92,15 @@ def _sort_headers(board: Board, params) -> list[dict]:
             "weight": None,
         }
     )
+    columns.append(
+        {
+            "key": "utility",
+            "label": "Direction utility: does the probe's direction steer the model's behavioural readout"
+            " (mean z against random directions over readout tasks; not part of the ProbeScore)",
+            "short": "Dir. utility",
+            "weight": None,
+        }
+    )
     headers = []
     for col in columns:
         active = q.sort == col["key"]
@@ -172,6 +181,32 @@ def _history_points(history) -> list[dict]:
     ]
 
 
+def _steer_charts(measurements: dict) -> dict:
+    """Direction utility on the probe page: each intervention's effect against the random spread."""
+    steer = measurements.get("steer") or {}
+    if not steer:
+        return {"steer_addition": None, "steer_ablation": None}
+    rows = {
+        kind: [
+            (task, r[kind]["effect"], r[kind].get("random_effects") or [])
+            for task, r in sorted(steer.items())
+        ]
+        for kind in ("addition", "ablation")
+    }
+    return {
+        "steer_addition": plots.steer_svg(
+            rows["addition"],
+            title="Addition: change of the readout",
+            x_label="mean change of the readout towards the positive behaviour",
+        ),
+        "steer_ablation": plots.steer_svg(
+            rows["ablation"],
+            title="Ablation: drop of the readout's AUROC",
+            x_label="AUROC before − AUROC after projecting the direction out",
+        ),
+    }
+
+
 @public_page
 def probe(request, slug):
     version = request.GET.get("version")
@@ -192,6 +227,7 @@ def probe(request, slug):
         "roc": plots.roc_svg(roc) if roc else None,
         "reliability": plots.reliability_svg(reliability) if reliability else None,
         "history": plots.history_svg(history) if history else None,
+        **_steer_charts((detail.score.measurements if detail.score else None) or {}),
     }
     components = (
         [

@@ -213,6 +213,10 @@ ENABLED_MODELS = envlist("PROBEBENCH_MODELS", "")
 #: The device the workers evaluate on: cpu or cuda (empty: CUDA when available). Either way the
 #: numerics are the measurement protocol's (registry/protocols/: float32, TF32 off).
 EVALUATION_DEVICE = env("PROBEBENCH_DEVICE", "") or None
+#: Direction utility (evaluator.steer): plan a steer run per readout task for every eligible
+#: submission (a linear probe on a decoder model). The test suite turns it off (tests/env_defaults.py)
+#: except where a test measures it: each run replays the model 2K+2 times on a subset of rows.
+STEER_RUNS = envbool("PROBEBENCH_STEER_RUNS", "True")
 #: Rows in each task's quarterly holdout, minted from its holdout_pool (SPEC.md §5 norm 4).
 HOLDOUT_SIZE = envint("PROBEBENCH_HOLDOUT_SIZE", "100", minimum=2)
 

@@ -20,3 +20,5 @@ os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "True")
 os.environ.setdefault("SECRET_KEY", "test-suite-only-not-secret")  # settings refuse to start without one
 os.environ.setdefault("PROBEBENCH_RATE_SUBMISSIONS", "1000/hour")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# steer runs (direction utility) replay the model 2K+2 times per task: only where a test asks
+os.environ.setdefault("PROBEBENCH_STEER_RUNS", "False")

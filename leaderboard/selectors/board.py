@@ -52,13 +52,16 @@ from leaderboard.presentation import COMPONENT_LABELS, COMPONENT_SHORT
 SCORED = Submission.Status.SCORED
 
 
-SORT_KEYS = ("score", "measured", "name", "model", *COMPONENTS, "recall", "lift")
+SORT_KEYS = ("score", "measured", "name", "model", *COMPONENTS, "recall", "lift", "utility")
 #: the operating-point column: Score.measurements key (mean over tasks of recall at the 1%-FPR
 #: threshold fixed on the train split)
 RECALL_KEY = "recall_at_1pct_fpr"
 #: lift over text: Score.measurements key of the mean over tasks of the probe's test AUROC minus
 #: the task's bag-of-words AUROC on the same rows (services.scores)
 LIFT_KEY = "lift_over_text"
+#: direction utility (evaluator.steer, not part of the ProbeScore): Score.measurements key of the
+#: mean over readout tasks of utility_z; absent or null where it was not measured (n/a)
+UTILITY_KEY = "direction_utility"
 
 
 BOARD_STATUSES = ("active", "deprecated")
@@ -190,6 +193,8 @@ class BoardRow:
     recall: float | None = None
     #: lift over text (mean over tasks); from the measurements (board_details_attach)
     lift_over_text: float | None = None
+    #: direction utility (mean utility_z over readout tasks); None: not measured (n/a)
+    direction_utility: float | None = None
     #: the stored bootstrap intervals (RankInterval): rank_lo, rank_hi, score_lo, score_hi,
     #: tied_for_first, tie_group — only when they describe this row's rank (see board_details_attach)
     rank_interval: dict | None = None
@@ -503,6 +508,8 @@ def board_details_attach(rows: list[BoardRow]) -> None:
             row.recall = float(row.measurements[RECALL_KEY])
         if isinstance(row.measurements.get(LIFT_KEY), (int, float)):
             row.lift_over_text = float(row.measurements[LIFT_KEY])
+        if isinstance(row.measurements.get(UTILITY_KEY), (int, float)):
+            row.direction_utility = float(row.measurements[UTILITY_KEY])
     board_intervals_attach(rows)
 
 
@@ -741,6 +748,7 @@ _SORT_EXPRESSIONS = {
     "model": lambda: F("probe_version__probe__base_model_id"),
     "recall": lambda: Cast(KeyTextTransform(RECALL_KEY, "measurements"), FloatField()),
     "lift": lambda: Cast(KeyTextTransform(LIFT_KEY, "measurements"), FloatField()),
+    "utility": lambda: Cast(KeyTextTransform(UTILITY_KEY, "measurements"), FloatField()),
 }
 
 
@@ -777,6 +785,9 @@ def _sort(rows: list[BoardRow], query: BoardQuery) -> list[BoardRow]:
     elif query.sort == "lift":
         board_details_attach(rows)  # the measurements of every row (one query)
         key = lambda r: r.lift_over_text  # noqa: E731
+    elif query.sort == "utility":
+        board_details_attach(rows)
+        key = lambda r: r.direction_utility  # noqa: E731
     else:
         key = lambda r: r.component_value(query.sort, measured_only=query.measured_only)  # noqa: E731
     present = [r for r in rows if key(r) is not None]

@@ -71,7 +71,9 @@ def evaluation_runs_plan(*, version: ProbeVersion, submission: Submission) -> li
 
     - score and reference runs on each active task of its category (:func:`score_runs_plan`);
     - reproduce / transfer: with a recipe, the recipe re-run on the source model and re-fit on
-      every other enabled base model.
+      every other enabled base model;
+    - steer: direction utility (evaluator.steer) on each task with a behavioural readout, for a
+      linear probe on a decoder model (``settings.STEER_RUNS``).
     """
     probe = version.probe
     tasks = list(Task.objects.filter(category=probe.category, status=Task.Status.ACTIVE))
@@ -88,7 +90,25 @@ def evaluation_runs_plan(*, version: ProbeVersion, submission: Submission) -> li
             ],
             submission=submission,
         )
+    new += _runs_get_or_create(steer_runs_planned(version=version, tasks=tasks), submission=submission)
     return new
+
+
+def steer_runs_planned(*, version: ProbeVersion, tasks: list[Task]) -> list[tuple]:
+    """(version, steer, task, "test", model) for each task whose readout applies to the probe."""
+    from evaluator.steer import steer_plan
+
+    if not settings.STEER_RUNS:
+        return []
+    probe = version.probe
+    reg = runner.registry()
+    if reg.protocol().steering is None:
+        return []
+    by_slug = {t.slug: t for t in tasks}
+    slugs = steer_plan(
+        registry=reg, base_model=probe.base_model_id, probe_kind=version.kind, task_ids=list(by_slug)
+    )
+    return [(version, Run.Kind.STEER, by_slug[s], "test", probe.base_model_id) for s in slugs]
 
 
 def score_runs_plan(

@@ -67,6 +67,33 @@ def _licenses() -> dict[str, LicenseSpec]:
     return {lic.spdx_id: LicenseSpec(lic.spdx_id, lic.name, lic.score) for lic in License.objects.all()}
 
 
+def steer_summary(runs: list[EvaluationRun]) -> dict[str, Any]:
+    """Direction utility folded into the stored measurements (beside the ProbeScore, never in
+    it): ``direction_utility`` (mean task utility_z; None when no steer run succeeded) and
+    ``steer``: per task the readout AUROC and each intervention's effect against the random
+    spread (the full steer JSON stays on the run)."""
+    from evaluator.steer import direction_utility
+
+    tasks = {}
+    for run in runs:
+        result = (run.metrics or {}).get("steer") if run.status == Run.Status.SUCCEEDED else None
+        if not result or result.get("readout") is None:
+            continue
+        tasks[run.task_id] = {
+            "utility_z": result["utility_z"],
+            "readout_auroc": result["readout"]["auroc"],
+            "n": result["readout"]["n"],
+            **{
+                kind: {
+                    k: result[kind][k]
+                    for k in ("effect", "random_mean", "random_sd", "utility_z", "random_effects")
+                }
+                for kind in ("addition", "ablation")
+            },
+        }
+    return {"direction_utility": direction_utility(list(tasks.values())), "steer": tasks}
+
+
 def measurements_compute(
     *,
     version: ProbeVersion,
@@ -80,7 +107,7 @@ def measurements_compute(
     (empty when the base model has no reference probe).
     """
     by_task: dict[str, dict[str, EvaluationRun]] = defaultdict(dict)
-    reproduce, transfers = None, []
+    reproduce, transfers, steers = None, [], []
     for run in runs:
         if run.kind == Run.Kind.SCORE and run.status == Run.Status.SUCCEEDED:
             by_task[run.task_id][run.split] = run
@@ -88,6 +115,8 @@ def measurements_compute(
             reproduce = run
         elif run.kind == Run.Kind.TRANSFER:
             transfers.append(run)
+        elif run.kind == Run.Kind.STEER:
+            steers.append(run)
     ea_applicable = version.probe.category_id != EVAL_AWARENESS
     per_task, extras = {}, {}
     for task_id, splits in sorted(by_task.items()):
@@ -165,6 +194,7 @@ def measurements_compute(
             "latency_device": latency.get("device"),
             "model_forward_ms": latency.get("model_forward_ms"),
             "transfer": {r.base_model_id: r.metrics.get("transfer", {}).get("pearson") for r in transfers},
+            **steer_summary(steers),
             "imputed": imputed,
         },
         "per_task": per_task_out,

@@ -231,6 +231,10 @@ def _badges_html(row) -> str:
 def _component_cell(row, key: str, label: str, measured_only: bool) -> str:
     if key == "recall":  # the operating point: a measurement, not a ProbeScore component
         return f'<td class="num recall" title="{_e(label)}">{num(row.recall)}</td>'
+    if key == "utility":  # direction utility: beside the ProbeScore, never in it
+        if row.direction_utility is None:
+            return '<td class="num utility na"><abbr title="not measured: no readout task or not a linear probe on a decoder">n/a</abbr></td>'
+        return f'<td class="num utility" title="{_e(label)}">{num(row.direction_utility)}</td>'
     c = row.components.get(key)
     if not c:
         return '<td class="num">—</td>'

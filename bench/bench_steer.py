@@ -1,0 +1,131 @@
+"""Direction utility: the random-direction control probe, and the cost of `steer` on CPU.
+
+    # a random-direction control probe (a linear probe whose weight is a seeded random vector)
+    .venv/bin/python bench/bench_steer.py random-probe var/steer/random-smollm2 --layer 18
+    # seconds per probe per task (the unsteered pass, then 2 + 2K replays from the probe's layer)
+    .venv/bin/python bench/bench_steer.py bench --probe registry/reference_probes/cities-cp-logreg-smollm2 \
+        --task cities-truth-v1 --n 64
+
+Prints JSON. The board's steer run costs what `bench` measures, per eligible task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def random_probe_write(
+    directory: Path,
+    *,
+    model: str = "smollm2-135m-instruct",
+    layer: int = 18,
+    category: str = "hallucination",
+    task: str = "cities-truth-v1",
+    seed: int = 12345,
+) -> Path:
+    """A linear probe whose direction is a seeded random unit vector (the control)."""
+    from evaluator.probes import save_probe
+    from evaluator.registry import load_registry
+
+    d_model = load_registry(ROOT).model(model).d_model
+    weight = np.random.default_rng(seed).standard_normal(d_model)
+    metadata = {
+        "name": f"Random-direction control probe (seed {seed})",
+        "category": category,
+        "base_model": model,
+        "layer": layer,
+        "position": "last_token",
+        "input": "single",
+        "output": "logit",
+        "license": "Apache-2.0",
+        "authors": ["ProbeBench maintainers"],
+        "paper_url": "",
+        "description": "Control for direction utility: a seeded random weight vector, trained on nothing.",
+        "training_data": {"tasks": [], "external": "none: a random vector"},
+        "declared_metrics": {},
+    }
+    tensors = {"weight": weight / np.linalg.norm(weight), "bias": np.zeros(())}
+    return save_probe(directory, tensors, metadata)
+
+
+def bench(probe_dir: Path, *, task: str, n: int, device: str) -> dict:
+    from evaluator.models import clear_model_memo, load_model
+    from evaluator.probes import load_probe
+    from evaluator.registry import load_registry
+    from evaluator.steer import steer_probe
+
+    registry = load_registry(ROOT)
+    probe = load_probe(probe_dir, registry=registry)
+    clear_model_memo()
+    start = time.perf_counter()
+    lm = load_model(probe.base_model, registry=registry, cache_dir=ROOT / "var" / "cache", device=device)
+    load_s = time.perf_counter() - start
+    start = time.perf_counter()
+    out = steer_probe(
+        probe, registry=registry, cache_dir=ROOT / "var" / "cache", tasks=[task], n=n, load=lambda _m: lm
+    )
+    steer_s = time.perf_counter() - start
+    result = out["tasks"][task]
+    import torch
+
+    return {
+        "probe": str(probe_dir),
+        "task": task,
+        "layer": probe.layer,
+        "n_layers": lm.n_layers,
+        "n": n,
+        "random_directions": out["settings"]["random_directions"],
+        "model_load_s": round(load_s, 1),
+        "steer_s": round(steer_s, 1),
+        "utility_z": result.get("utility_z"),
+        "device": device,
+        "torch_threads": torch.get_num_threads(),
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "load_average": os.getloadavg()[0],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    rp = sub.add_parser("random-probe")
+    rp.add_argument("directory", type=Path)
+    rp.add_argument("--model", default="smollm2-135m-instruct")
+    rp.add_argument("--layer", type=int, default=18)
+    rp.add_argument("--category", default="hallucination")
+    rp.add_argument("--task", default="cities-truth-v1")
+    rp.add_argument("--seed", type=int, default=12345)
+    bp = sub.add_parser("bench")
+    bp.add_argument("--probe", type=Path, required=True)
+    bp.add_argument("--task", required=True)
+    bp.add_argument("--n", type=int, default=64)
+    bp.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    if args.command == "random-probe":
+        path = random_probe_write(
+            args.directory,
+            model=args.model,
+            layer=args.layer,
+            category=args.category,
+            task=args.task,
+            seed=args.seed,
+        )
+        print(json.dumps({"written": str(path)}))
+    else:
+        print(json.dumps(bench(args.probe, task=args.task, n=args.n, device=args.device), indent=2))
+
+
+if __name__ == "__main__":
+    main()
