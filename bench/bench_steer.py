@@ -6,7 +6,10 @@
     .venv/bin/python bench/bench_steer.py bench --probe registry/reference_probes/cities-cp-logreg-smollm2 \
         --task cities-truth-v1 --n 64
 
-Prints JSON. The board's steer run costs what `bench` measures, per eligible task.
+    # the RESULTS.md table from saved `python -m evaluator steer` outputs
+    .venv/bin/python bench/bench_steer.py table var/steer/*.json
+
+Prints JSON (table: markdown). The board's steer run costs what `bench` measures, per eligible task.
 """
 
 from __future__ import annotations
@@ -97,6 +100,29 @@ def bench(probe_dir: Path, *, task: str, n: int, device: str) -> dict:
     }
 
 
+def table(paths: list[Path]) -> str:
+    """The RESULTS.md table from `python -m evaluator steer` outputs (one JSON file per probe)."""
+    lines = [
+        "| probe | task | layer | readout AUROC | addition effect | random mean ± sd | z | "
+        "ablation AUROC drop | random mean ± sd | z | utility_z |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for path in paths:
+        out = json.loads(path.read_text())
+        for task, r in out["tasks"].items():
+            if r.get("readout") is None:
+                lines.append(f"| {path.stem} | {task} | | n/a: {r['reason']} | | | | | | | |")
+                continue
+            a, b = r["addition"], r["ablation"]
+            lines.append(
+                f"| {path.stem} | {task} | {r['layer']} | {r['readout']['auroc']:.3f} | {a['effect']:+.3f} | "
+                f"{a['random_mean']:+.3f} ± {a['random_sd']:.3f} | {a['utility_z']:+.2f} | "
+                f"{b['effect']:+.4f} | {b['random_mean']:+.4f} ± {b['random_sd']:.4f} | {b['utility_z']:+.2f} | "
+                f"{r['utility_z']:+.2f} |"
+            )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -112,7 +138,12 @@ def main() -> None:
     bp.add_argument("--task", required=True)
     bp.add_argument("--n", type=int, default=64)
     bp.add_argument("--device", default="cpu")
+    tp = sub.add_parser("table")
+    tp.add_argument("files", nargs="+", type=Path)
     args = parser.parse_args()
+    if args.command == "table":
+        print(table(args.files))
+        return
     if args.command == "random-probe":
         path = random_probe_write(
             args.directory,

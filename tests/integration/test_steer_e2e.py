@@ -15,7 +15,8 @@ from evaluator.steer import direction_utility
 from leaderboard.models import EvaluationRun, Score, Submission
 from tests.integration.conftest import submit_dir, wait_for
 
-pytestmark = [pytest.mark.model, pytest.mark.django_db(transaction=True)]
+# about 8 minutes on 2 shared cores (score, reproduce, transfer and steer runs): -m slow
+pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_new_submission_gets_its_steer_run_and_the_column_shows_a_number(
