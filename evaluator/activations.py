@@ -281,20 +281,24 @@ def read_split(
     *,
     path: str | Path | None = None,
     expected_sha256: str | None = None,
+    model: str | None = None,
 ) -> SplitRows:
     """Read a split file, re-hashing exactly the bytes it parses.
 
     A tasks.yaml split is checked against its pinned hash and row count. An extra split that is
     not in tasks.yaml (a quarterly holdout minted from the pool) is given as ``path`` with the
-    ``expected_sha256`` recorded when it was minted; ``split`` then only names it.
+    ``expected_sha256`` recorded when it was minted; ``split`` then only names it. ``model``: the
+    base model whose own files an on-policy task is read from (required for such a task).
     Raises SplitHashMismatch on changed bytes, RegistryError on a missing file or wrong row count.
     """
     task = registry.task(task_id)
     expected_rows: int | None = None
     if path is None:
-        if split not in task.splits:
-            raise RegistryError(f"task {task_id} has no {split!r} split; it has {', '.join(task.splits)}")
-        spec = task.splits[split]
+        splits = task.splits_for(model)
+        if split not in splits:
+            where = f" for base model {model}" if task.on_policy else ""
+            raise RegistryError(f"task {task_id} has no {split!r} split{where}; it has {', '.join(splits)}")
+        spec = splits[split]
         path, expected_sha256, expected_rows = registry.root / spec.path, spec.sha256, spec.rows
     elif not expected_sha256:
         raise RegistryError(f"task {task_id}: split file {path} needs its expected SHA-256")
@@ -459,7 +463,7 @@ def split_activations(
     progress = progress or _no_progress
     _check_positions([position])
     start = time.perf_counter()
-    rows = read_split(registry, task_id, split, path=split_file, expected_sha256=split_sha256)
+    rows = read_split(registry, task_id, split, path=split_file, expected_sha256=split_sha256, model=lm.id)
     task = registry.task(task_id)
     result: dict[int, SplitActivations] = {}
     missing: dict[int, tuple[str, dict[str, Any]]] = {}

@@ -535,7 +535,8 @@ def _tasks_for(probe: Probe, registry: Registry, task_ids: Sequence[str] | None)
                     f"task {task_id} is in category {task.category}; the probe is {category}"
                 )
         return list(task_ids)
-    active = [t.id for t in registry.active_tasks(category)]
+    # an on-policy task is measured only on the base models whose behaviour it records
+    active = [t.id for t in registry.active_tasks(category, model=probe.base_model)]
     if not active:
         raise EvaluatorError(f"no active tasks in category {category}: nothing to evaluate the probe on")
     return active
@@ -662,7 +663,7 @@ def evaluate_probe(
 
     # 3. latency on the worker's device, then the aggregate and the ProbeScore
     t0 = time.perf_counter()
-    prompt = median_length_prompt(reg, task_ids[0], p.metadata.input)
+    prompt = median_length_prompt(reg, task_ids[0], p.metadata.input, model=p.base_model)
     latency = measure_latency(p, lm, prompt=prompt, reps=latency_reps)
     timings["latency"] = time.perf_counter() - t0
     progress(1.0, "done")
@@ -720,7 +721,8 @@ def _evaluate_task(
     progress: Progress,
 ) -> tuple[TaskEvaluation, LoadedModel]:
     """The probe's runs on one task's splits (and the reference probe's on test) → metrics."""
-    splits = ["train", "test"] + (["distshift"] if "distshift" in setup.registry.task(task_id).splits else [])
+    own = setup.registry.task(task_id).splits_for(probe.base_model)
+    splits = ["train", "test"] + (["distshift"] if "distshift" in own else [])
     steps = len(splits) + 1
     runs: dict[str, RunResult] = {}
     acts: dict[str, SplitActivations] = {}
@@ -784,11 +786,14 @@ def _transfer(
     )
 
 
-def median_length_prompt(registry: Registry, task_id: str, input_kind: str) -> str:
-    """A representative prompt (median text length of the test split) for the forward timing."""
+def median_length_prompt(
+    registry: Registry, task_id: str, input_kind: str, *, model: str | None = None
+) -> str:
+    """A representative prompt (median text length of the test split) for the forward timing.
+    ``model``: whose own test split, for an on-policy task."""
     from evaluator.activations import read_split, render_prompts
 
-    rows = read_split(registry, task_id, "test")
+    rows = read_split(registry, task_id, "test", model=model)
     order = np.argsort([len(t) for t in rows.texts], kind="stable")
     text = rows.texts[int(order[len(order) // 2])]
     return render_prompts(registry.task(task_id), [text], input_kind)[0]

@@ -126,6 +126,35 @@ class TaskSpec:
     readout: ReadoutSpec | None = None
     #: why a task has no readout (``readout: null`` needs ``readout_reason``), or "" when it has one
     readout_reason: str = ""
+    #: on-policy: the labels come from what each base model does (its own greedy outputs), so the
+    #: split files are per model (``splits_by_model``) and ``splits`` is empty
+    on_policy: bool = False
+    splits_by_model: dict[str, dict[str, SplitSpec]] = field(default_factory=dict)
+    #: text-only baselines fit on train (``data-baselines``): {split: {bow_auroc, length_auroc, n}},
+    #: for an on-policy task {model: {split: {...}}}
+    text_baselines: dict[str, Any] = field(default_factory=dict)
+
+    def splits_for(self, model_id: str | None = None) -> dict[str, SplitSpec]:
+        """The split files a probe on ``model_id`` is measured on: the task's own for a task about
+        the input text, the model's own for an on-policy task ({} for a model without them)."""
+        if not self.on_policy:
+            return self.splits
+        if model_id is None:
+            raise RegistryError(
+                f"task {self.id} is on-policy: its splits are per base model"
+                f" ({', '.join(self.splits_by_model)}); name the model"
+            )
+        return self.splits_by_model.get(model_id, {})
+
+    def measured_on(self, model_id: str | None) -> bool:
+        """Whether probes on ``model_id`` are measured on this task (an on-policy task only on the
+        models whose behaviour it records; an encoder generates nothing)."""
+        return not self.on_policy or model_id in self.splits_by_model
+
+    def text_baseline(self, model_id: str | None = None, split: str = "test") -> dict[str, Any]:
+        """The stored text-only baselines of one split ({} when not computed)."""
+        table = self.text_baselines.get(model_id, {}) if self.on_policy else self.text_baselines
+        return dict(table.get(split) or {})
 
     @property
     def is_active(self) -> bool:
@@ -292,15 +321,24 @@ class Registry:
     def latest_spec_version(self) -> str:
         return max(self.specs, key=lambda v: tuple(int(x) for x in v[1:].split(".")))
 
-    def active_tasks(self, category: str) -> list[TaskSpec]:
-        return [t for t in self.tasks.values() if t.category == category and t.is_active]
+    def active_tasks(self, category: str, *, model: str | None = None) -> list[TaskSpec]:
+        """Active tasks of ``category``; with ``model``, only those probes on it are measured on."""
+        return [
+            t
+            for t in self.tasks.values()
+            if t.category == category and t.is_active and (model is None or t.measured_on(model))
+        ]
 
-    def split_path(self, task_id: str, split: str) -> Path:
-        return self.root / self.task(task_id).splits[split].path
+    def split_path(self, task_id: str, split: str, *, model: str | None = None) -> Path:
+        return self.root / self.task(task_id).splits_for(model)[split].path
 
-    def verify_split(self, task_id: str, split: str) -> str:
-        """Re-hash one split file against tasks.yaml; return the hash or raise SplitHashMismatch."""
-        spec = self.task(task_id).splits[split]
+    def verify_split(self, task_id: str, split: str, *, model: str | None = None) -> str:
+        """Re-hash one split file against tasks.yaml; return the hash or raise SplitHashMismatch.
+        ``model``: which base model's files, for an on-policy task."""
+        splits = self.task(task_id).splits_for(model)
+        if split not in splits:
+            raise RegistryError(f"task {task_id} has no {split!r} split for base model {model}")
+        spec = splits[split]
         path = self.root / spec.path
         if not path.is_file():
             raise RegistryError(f"task {task_id}: split file {spec.path} is missing")
@@ -310,7 +348,14 @@ class Registry:
         return actual
 
     def verify_all_splits(self) -> dict[tuple[str, str], str]:
-        return {(t, s): self.verify_split(t, s) for t in self.tasks for s in self.tasks[t].splits}
+        """Re-hash every split file, the per-model files of on-policy tasks included (keyed
+        ``(task, "<model>/<split>")``)."""
+        out = {(t, s): self.verify_split(t, s) for t in self.tasks for s in self.tasks[t].splits}
+        for task in self.tasks.values():
+            for model, splits in task.splits_by_model.items():
+                for s in splits:
+                    out[(task.id, f"{model}/{s}")] = self.verify_split(task.id, s, model=model)
+        return out
 
 
 # --------------------------------------------------------------------------- loading
@@ -408,7 +453,11 @@ def load_tasks(path: Path) -> tuple[dict[str, Category], dict[str, TaskSpec]]:
     categories = load_categories(data, where)
     tasks: dict[str, TaskSpec] = {}
     for i, entry in enumerate(data.get("tasks") or []):
-        _require(entry, ("id", "category", "family", "positive", "source", "splits"), f"{where}: tasks[{i}]")
+        on_policy = entry.get("on_policy", False)
+        if not isinstance(on_policy, bool):
+            raise RegistryError(f"{where}: tasks[{i}]: on_policy must be true or false, got {on_policy!r}")
+        split_key = "splits_by_model" if on_policy else "splits"
+        _require(entry, ("id", "category", "family", "positive", "source", split_key), f"{where}: tasks[{i}]")
         task_id = entry["id"]
         if not _TASK_ID.match(task_id):
             raise RegistryError(f"{where}: task id {task_id!r} must look like 'name-v1'")
@@ -419,16 +468,7 @@ def load_tasks(path: Path) -> tuple[dict[str, Category], dict[str, TaskSpec]]:
                 f"{where}: task {task_id}: unknown category {entry['category']!r};"
                 f" accepted: {', '.join(CATEGORIES)}"
             )
-        splits_in = entry["splits"] or {}
-        unknown = [s for s in splits_in if s not in SPLIT_NAMES]
-        if unknown:
-            raise RegistryError(
-                f"{where}: task {task_id}: unknown split(s) {', '.join(unknown)};"
-                f" accepted: {', '.join(SPLIT_NAMES)}"
-            )
-        missing = [s for s in REQUIRED_SPLITS if s not in splits_in]
-        if missing:
-            raise RegistryError(f"{where}: task {task_id}: missing split(s) {', '.join(missing)}")
+        splits, splits_by_model = _load_task_splits(entry, task_id, on_policy, where)
         status = entry.get("status", "active")
         if status not in TASK_STATUSES:
             raise RegistryError(
@@ -456,7 +496,10 @@ def load_tasks(path: Path) -> tuple[dict[str, Category], dict[str, TaskSpec]]:
             negative=entry.get("negative", ""),
             source=dict(source),
             templates=dict(templates),
-            splits={n: _load_split(task_id, n, s, where) for n, s in splits_in.items()},
+            splits=splits,
+            on_policy=on_policy,
+            splits_by_model=splits_by_model,
+            text_baselines=dict(entry.get("text_baselines") or {}),
             status=status,
             superseded_by=entry.get("superseded_by"),
             supersedes=entry.get("supersedes"),
@@ -473,6 +516,62 @@ def load_tasks(path: Path) -> tuple[dict[str, Category], dict[str, TaskSpec]]:
             )
     _check_supersessions(tasks, where)
     return categories, tasks
+
+
+def _load_split_set(task_id: str, splits_in: Any, where: str, label: str) -> dict[str, SplitSpec]:
+    if not isinstance(splits_in, dict):
+        raise RegistryError(f"{where}: task {task_id}: {label} must be a mapping of split name to file")
+    unknown = [s for s in splits_in if s not in SPLIT_NAMES]
+    if unknown:
+        raise RegistryError(
+            f"{where}: task {task_id}: unknown split(s) {', '.join(unknown)} in {label};"
+            f" accepted: {', '.join(SPLIT_NAMES)}"
+        )
+    missing = [s for s in REQUIRED_SPLITS if s not in splits_in]
+    if missing:
+        raise RegistryError(f"{where}: task {task_id}: missing split(s) {', '.join(missing)} in {label}")
+    return {n: _load_split(task_id, n, s, where) for n, s in splits_in.items()}
+
+
+def _load_task_splits(
+    entry: dict, task_id: str, on_policy: bool, where: str
+) -> tuple[dict[str, SplitSpec], dict[str, dict[str, SplitSpec]]]:
+    """A task's split files: ``splits`` for a task about its input text; for an on-policy task
+    ``splits_by_model`` (base model id -> splits) and no ``splits``."""
+    if not on_policy:
+        if entry.get("splits_by_model"):
+            raise RegistryError(
+                f"{where}: task {task_id}: splits_by_model is for on-policy tasks (on_policy: true)"
+            )
+        return _load_split_set(task_id, entry["splits"], where, "splits"), {}
+    if entry.get("splits"):
+        raise RegistryError(
+            f"{where}: task {task_id}: an on-policy task pins its files per base model in"
+            " splits_by_model, not in splits"
+        )
+    by_model = entry["splits_by_model"]
+    if not isinstance(by_model, dict):
+        raise RegistryError(f"{where}: task {task_id}: splits_by_model must map base model ids to splits")
+    return {}, {
+        str(model): _load_split_set(task_id, splits, where, f"splits_by_model.{model}")
+        for model, splits in by_model.items()
+    }
+
+
+def _check_on_policy_models(tasks: dict[str, TaskSpec], models: dict[str, ModelSpec], where: str) -> None:
+    """Every model of an on-policy task is a known decoder (an encoder has no behaviour to label)."""
+    for task in tasks.values():
+        for model_id in task.splits_by_model:
+            if model_id not in models:
+                raise RegistryError(
+                    f"{where}: task {task.id}: splits_by_model names {model_id!r}, not a base model"
+                    f" of registry/models.yaml ({', '.join(models)})"
+                )
+            if models[model_id].encoder:
+                raise RegistryError(
+                    f"{where}: task {task.id}: {model_id} is an encoder; it generates nothing, so it"
+                    " has no on-policy splits"
+                )
 
 
 def _check_supersessions(tasks: dict[str, TaskSpec], where: str) -> None:
@@ -730,6 +829,7 @@ def load_registry(root: str | Path | None = None, *, verify_hashes: bool = False
         specs=load_weights_specs(root / "registry" / "weights"),
         protocols=load_protocols(root / "registry" / "protocols"),
     )
+    _check_on_policy_models(reg.tasks, reg.models, str(root / "tasks.yaml"))
     if verify_hashes:
         reg.verify_all_splits()
     return reg

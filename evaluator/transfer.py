@@ -170,10 +170,12 @@ def cross_model_transfer(
     if probe.metadata.recipe is None:
         raise EvaluatorError("cross-model transfer needs the probe's recipe (none given)")
     recipe = Recipe.from_dict(probe.metadata.recipe, probe=probe.metadata, registry=registry)
-    targets = [t for t in targets if t != probe.base_model]
-    cache = ActivationCache(cache_dir)
     task = registry.task(recipe.task)
-    rows = read_split(registry, recipe.task, "test")
+    # an on-policy recipe task re-fits on each target's own split (split_activations reads the
+    # loaded model's files); a target without that behaviour (the encoder) is not a target
+    targets = [t for t in targets if t != probe.base_model and task.measured_on(t)]
+    cache = ActivationCache(cache_dir)
+    rows = read_split(registry, recipe.task, "test", model=probe.base_model)
     chosen = transfer_subset(rows, n_examples, seed)
     texts = [rows.texts[i] for i in chosen]
     ids = [rows.ids[i] for i in chosen]

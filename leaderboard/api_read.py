@@ -202,6 +202,10 @@ class LeaderboardRowOutput(serializers.Serializer):
         allow_null=True,
         help_text="recall at the 1%-FPR threshold fixed on the train split, on test; mean over tasks",
     )
+    lift_over_text = serializers.FloatField(
+        allow_null=True,
+        help_text="probe test AUROC minus the task's bag-of-words AUROC on the same rows; mean over tasks",
+    )
     direction_utility = serializers.FloatField(
         allow_null=True,
         help_text="does the probe's direction steer the model's behavioural readout: mean over readout"
@@ -303,6 +307,7 @@ def export_columns() -> list[str]:
         "tied_for_first",
         "tie_group",
         "recall_at_1pct_fpr",
+        "lift_over_text",
         "direction_utility",
     ]
     for name in COMPONENTS:
@@ -372,6 +377,7 @@ def flatten_row(row: dict, *, spec: str, compare: str | None) -> dict:
         "tied_for_first": interval.get("tied_for_first"),
         "tie_group": interval.get("tie_group"),
         "recall_at_1pct_fpr": row["recall_at_1pct_fpr"],
+        "lift_over_text": row.get("lift_over_text"),
         "direction_utility": row.get("direction_utility"),
     }
     for name in COMPONENTS:
@@ -577,6 +583,12 @@ class TaskResultOutput(serializers.Serializer):
     ece = serializers.FloatField(source="result.ece", allow_null=True)
     brier = serializers.FloatField(source="result.brier", allow_null=True)
     recall_at_1pct_fpr = serializers.FloatField(source="result.recall_at_1pct_fpr", allow_null=True)
+    lift_over_text = serializers.FloatField(
+        source="result.lift_over_text",
+        allow_null=True,
+        help_text="this AUROC minus the task's bag-of-words AUROC on the same test rows",
+    )
+    text_baseline_auroc = serializers.FloatField(source="result.text_baseline_auroc", allow_null=True)
     n_test = serializers.IntegerField(source="result.n_test", allow_null=True)
     baselines = serializers.DictField(
         child=serializers.FloatField(),

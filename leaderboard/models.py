@@ -116,16 +116,21 @@ class Task(models.Model):
     class Meta:
         ordering = ["category__order", "slug"]
 
-    def text_baseline(self, base_model_id: str | None = None, split: str = "test") -> dict:
-        """The stored text-only baselines of one split ({} when none)."""
-        table = (self.text_baselines or {}).get(base_model_id, {}) if self.on_policy else self.text_baselines
-        return dict((table or {}).get(split) or {})
-
     def __str__(self) -> str:
         return self.slug
 
     def get_absolute_url(self) -> str:
         return reverse("leaderboard:task", args=[self.slug])
+
+    def measured_on(self, base_model_id: str) -> bool:
+        """Whether probes on ``base_model_id`` are measured on this task: an on-policy task only on
+        the models it has split files for (an encoder has no behaviour to label)."""
+        return not self.on_policy or self.splits.filter(base_model_id=base_model_id).exists()
+
+    def text_baseline(self, base_model_id: str | None = None, split: str = "test") -> dict:
+        """The stored text-only baselines of one split ({} when none)."""
+        table = (self.text_baselines or {}).get(base_model_id, {}) if self.on_policy else self.text_baselines
+        return dict((table or {}).get(split) or {})
 
 
 class TaskSplit(models.Model):

@@ -133,6 +133,8 @@ def registry_sync(*, registry: Registry | None = None, verify_hashes: bool = Tru
                 "caveats": t.caveats,
                 "status": status,
                 "minted": t.minted,
+                "on_policy": t.on_policy,
+                "text_baselines": t.text_baselines,
             },
         )
         for s in t.splits.values():
@@ -140,9 +142,19 @@ def registry_sync(*, registry: Registry | None = None, verify_hashes: bool = Tru
                 TaskSplit,
                 report,
                 f"split {t.id}/{s.name}",
-                {"task_id": t.id, "name": s.name},
+                {"task_id": t.id, "name": s.name, "base_model": None},
                 {"path": s.path, "rows": s.rows, "sha256": s.sha256},
             )
+        # an on-policy task: one set of files per base model (its own behaviour)
+        for model_id, splits in t.splits_by_model.items():
+            for s in splits.values():
+                _upsert(
+                    TaskSplit,
+                    report,
+                    f"split {t.id}/{model_id}/{s.name}",
+                    {"task_id": t.id, "name": s.name, "base_model_id": model_id},
+                    {"path": s.path, "rows": s.rows, "sha256": s.sha256},
+                )
     for t in reg.tasks.values():
         _upsert(
             Task,

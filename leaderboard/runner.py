@@ -225,7 +225,7 @@ def _score(run: EvaluationRun, progress: Progress) -> RunOutcome:
             acts["train"], acts["test"], probe_auroc=probe_auroc
         ).to_dict()
         progress(0.9, "latency")
-        prompt = median_length_prompt(registry(), run.task_id, probe.metadata.input)
+        prompt = median_length_prompt(registry(), run.task_id, probe.metadata.input, model=probe.base_model)
         outcome.metrics["latency"] = measure_latency(probe, lm, prompt=prompt).to_dict()
     progress(1.0, "scored")
     return _measured(outcome, lm)

@@ -94,6 +94,14 @@ def _sort_headers(board: Board, params) -> list[dict]:
     )
     columns.append(
         {
+            "key": "lift",
+            "label": "Lift over text: probe test AUROC − bag-of-words AUROC on the same rows (mean over tasks)",
+            "short": "Lift/text",
+            "weight": None,
+        }
+    )
+    columns.append(
+        {
             "key": "utility",
             "label": "Direction utility: does the probe's direction steer the model's behavioural readout"
             " (mean z against random directions over readout tasks; not part of the ProbeScore)",
@@ -320,6 +328,7 @@ COMPARE_OVERALL = (
     ("auroc_ds", "AUROC-DS", ""),
     ("ece", "ECE", ""),
     ("recall_at_1pct_fpr", "Recall@1%FPR", ""),
+    ("lift_over_text", "Lift over text (AUROC − bag-of-words AUROC)", ""),
     ("fpr_at_1pct_threshold", "test FPR at that threshold", ""),
     ("latency_ms", "Latency", "ms"),
 )

@@ -25,9 +25,12 @@ _BUILDERS: dict[str, tuple[str, str, str]] = {
     "humaneval-hacks-v1": ("humaneval_hacks", "build_humaneval_hacks", "META"),
     "persuasion-techniques-v1": ("persuasion", "build_persuasion", "META"),
     "harmful-requests-v1": ("refusal", "build_refusal", "META"),
+    "onpolicy-city-country-v1": ("onpolicy", "build_city_country", "CITY_COUNTRY_META"),
 }
 
 TASK_IDS: tuple[str, ...] = tuple(_BUILDERS)
+#: tasks labelled by each base model's own greedy outputs (splits per model, evaluator.builders.onpolicy)
+ON_POLICY_TASK_IDS: tuple[str, ...] = ("onpolicy-city-country-v1",)
 
 
 def builder(task_id: str) -> tuple[Callable[[BuildContext], BuiltTask], TaskMeta]:

@@ -20,14 +20,22 @@ def _length_features(texts: list[str]) -> list[list[float]]:
 
 
 def task_baselines(
-    root: Path, task_id: str, splits: tuple[str, ...] = ("test", "distshift")
+    root: Path,
+    task_id: str,
+    splits: tuple[str, ...] = ("test", "distshift"),
+    *,
+    model: str | None = None,
 ) -> dict[str, Any]:
-    """AUROC of the length-only and bag-of-words baselines (fit on train) on each split."""
+    """AUROC of the length-only and bag-of-words baselines (fit on train) on each split; for an
+    on-policy task, on ``model``'s own split files. These are the text-only numbers a probe's
+    ``lift_over_text`` is measured against (same test rows)."""
     from sklearn.feature_extraction.text import CountVectorizer
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
 
     base = root / "registry" / "splits" / task_id
+    if model is not None:
+        base = base / model
     train = read_split(base / "train.jsonl")
     x_train = [r["text"] for r in train]
     y_train = [r["label"] for r in train]
@@ -50,3 +58,38 @@ def task_baselines(
             "n": len(rows),
         }
     return out
+
+
+def registry_text_baselines(root: Path, task_ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """task id -> the ``text_baselines`` value tasks.yaml stores for it ({split: {...}}, for an
+    on-policy task {model: {split: {...}}})."""
+    from evaluator.registry import load_tasks
+
+    _, tasks = load_tasks(root / "tasks.yaml")
+    out: dict[str, dict[str, Any]] = {}
+    for task_id, task in tasks.items():
+        if task_ids and task_id not in task_ids:
+            continue
+        if task.on_policy:
+            out[task_id] = {m: task_baselines(root, task_id, model=m) for m in task.splits_by_model}
+        else:
+            out[task_id] = task_baselines(root, task_id)
+    return out
+
+
+def text_baselines_write(path: Path, values: dict[str, dict[str, Any]]) -> None:
+    """Set ``text_baselines`` of the given tasks in tasks.yaml (after ``templates``); every other
+    key and entry is kept (the tasks block is re-serialised as build-data writes it)."""
+    from evaluator.builders.cli import rewrite_tasks
+
+    def edit(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for entry in entries:
+            if entry["id"] in values:
+                items = [(k, v) for k, v in entry.items() if k != "text_baselines"]
+                at = [k for k, _ in items].index("templates") + 1 if "templates" in entry else len(items)
+                entry = dict(items[:at] + [("text_baselines", values[entry["id"]])] + items[at:])
+            out.append(entry)
+        return out
+
+    rewrite_tasks(path, edit)

@@ -24,12 +24,74 @@ from evaluator.errors import EvaluatorError
 log = logging.getLogger(__name__)
 
 
-def build_tasks(task_ids: list[str], *, root: Path, out_root: Path, sources_dir: Path) -> dict[str, dict]:
+class _Generations:
+    """The greedy outputs on-policy builders label rows with: the committed ones
+    (``registry/generations/<task>/<model>.jsonl`` under ``root``); missing ones, or all of them with
+    ``regenerate``, come from running the model. ``write_to``: where the files used are written
+    (None: a check, which writes nothing and needs every output committed unless regenerating)."""
+
+    def __init__(self, root: Path, *, regenerate: bool, write_to: Path | None, cache_dir: Path | None):
+        self.root, self.regenerate, self.write_to, self.cache_dir = root, regenerate, write_to, cache_dir
+        self.fresh: dict[tuple[str, str], dict[str, str]] = {}  # regenerated outputs (check)
+        self.files: dict[tuple[str, str], dict[str, Any]] = {}  # (task, model) -> {path, sha256}
+
+    def __call__(self, task_id: str, model_id: str, items: list[tuple[str, str]], max_new_tokens: int):
+        from evaluator.builders.generate import (
+            generations_read,
+            generations_relpath,
+            generations_write,
+            greedy_generate,
+        )
+        from evaluator.registry import load_registry, sha256_file
+
+        rel = generations_relpath(task_id, model_id)
+        committed = generations_read(self.root / rel)
+        missing = [(k, p) for k, p in items if k not in committed or committed[k]["prompt"] != p]
+        todo = list(items) if self.regenerate else missing
+        if todo:
+            if self.write_to is None and not self.regenerate:
+                raise EvaluatorError(
+                    f"{task_id}/{model_id}: {len(missing)} generations are not committed in {rel};"
+                    " build the task (python -m evaluator build-data --task ...) or check with --regenerate"
+                )
+            outputs = greedy_generate(
+                todo,
+                model_id=model_id,
+                registry=load_registry(self.root),
+                cache_dir=self.cache_dir or self.root / "var" / "cache",
+                max_new_tokens=max_new_tokens,
+            )
+            if self.write_to is None:
+                self.fresh[(task_id, model_id)] = outputs
+            else:
+                for key, prompt in todo:
+                    committed[key] = {"key": key, "prompt": prompt, "output": outputs[key]}
+        wanted = {k for k, _ in items}
+        records = {k: r for k, r in committed.items() if k in wanted}
+        if self.write_to is not None:
+            generations_write(self.write_to / rel, records)
+            self.files[(task_id, model_id)] = {"path": rel, "sha256": sha256_file(self.write_to / rel)}
+        elif (self.root / rel).is_file():
+            self.files[(task_id, model_id)] = {"path": rel, "sha256": sha256_file(self.root / rel)}
+        return {k: r["output"] for k, r in records.items()}
+
+
+def build_tasks(
+    task_ids: list[str],
+    *,
+    root: Path,
+    out_root: Path,
+    sources_dir: Path,
+    generations: _Generations | None = None,
+) -> dict[str, dict]:
     """Build ``task_ids`` reading sources pinned under ``root``; write split files under
-    ``out_root``. Returns task id -> {"meta": TaskMeta, "splits": {split: {path, rows, sha256}}}."""
+    ``out_root``. Returns task id -> {"meta": TaskMeta, "splits": {split: {path, rows, sha256}}}
+    (on-policy: "splits_by_model" {model: {split: ...}} and "generations" {model: {path, sha256}})."""
     from evaluator.builders import builder
     from evaluator.builders.common import BuildContext, write_task
     from evaluator.builders.sources import fetch
+
+    generations = generations or _Generations(root, regenerate=False, write_to=out_root, cache_dir=None)
 
     archives: dict[str, Any] = {}
 
@@ -43,16 +105,45 @@ def build_tasks(task_ids: list[str], *, root: Path, out_root: Path, sources_dir:
         for task_id in task_ids:
             build, meta = builder(task_id)
             log.info("building %s", task_id)
-            built = build(BuildContext(open_archive=open_archive))
-            results[task_id] = {"meta": meta, "splits": write_task(built, out_root)}
+            built = build(BuildContext(open_archive=open_archive, generate=generations))
+            if built.on_policy:
+                results[task_id] = {
+                    "meta": meta,
+                    "splits": {},
+                    "splits_by_model": write_task(built, out_root),
+                    "generations": {m: f for (t, m), f in generations.files.items() if t == task_id},
+                }
+            else:
+                results[task_id] = {"meta": meta, "splits": write_task(built, out_root)}
     finally:
         for archive in archives.values():
             archive.close()
     return results
 
 
-def task_entry(meta, splits: dict[str, dict]) -> dict[str, Any]:
-    """The tasks.yaml entry of one built task."""
+def task_entry(meta, splits: dict[str, dict], res: dict | None = None) -> dict[str, Any]:
+    """The tasks.yaml entry of one built task (``res``: the build result, for on-policy tasks)."""
+    if res and res.get("splits_by_model"):
+        from evaluator.builders.generate import BATCH_SIZE
+        from evaluator.builders.onpolicy import GENERATION_SETTINGS
+
+        entry = task_entry(meta, {})
+        del entry["splits"]
+        at = list(entry).index("templates") + 1
+        extra = {
+            "on_policy": True,
+            "splits_by_model": {
+                m: {name: dict(spec) for name, spec in s.items()} for m, s in res["splits_by_model"].items()
+            },
+            "generation": {
+                "decoding": "greedy",
+                "dtype": "float32",
+                "batch_size": BATCH_SIZE,
+                **GENERATION_SETTINGS[meta.id],
+                "files": {m: dict(f) for m, f in sorted(res["generations"].items())},
+            },
+        }
+        return dict(list(entry.items())[:at] + list(extra.items()) + list(entry.items())[at:])
     return {
         "id": meta.id,
         "category": meta.category,
@@ -71,6 +162,24 @@ def task_entry(meta, splits: dict[str, dict]) -> dict[str, Any]:
     }
 
 
+def rewrite_tasks(path: Path, edit) -> None:
+    """Re-serialise the ``tasks:`` block of tasks.yaml after ``edit(entries) -> entries``; the
+    lines above it (header comments, categories) are kept byte for byte."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.startswith("tasks:")]
+    if len(starts) != 1:
+        raise EvaluatorError(f"{path}: expected exactly one top-level 'tasks:' line, found {len(starts)}")
+    entries = edit((yaml.safe_load(text) or {}).get("tasks") or [])
+    body = yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=110, default_flow_style=False)
+    block = (
+        "tasks:\n"
+        "  # Entries of buildable tasks are written by `python -m evaluator build-data`"
+        " (evaluator/builders/).\n" + textwrap.indent(body, "  ")
+    )
+    path.write_text("".join(lines[: starts[0]]) + block, encoding="utf-8")
+
+
 def update_tasks_yaml(path: Path, results: dict[str, dict]) -> None:
     """Replace (or append) the built tasks' entries in the ``tasks:`` list; keep everything else."""
     from evaluator.builders import TASK_IDS
@@ -83,7 +192,17 @@ def update_tasks_yaml(path: Path, results: dict[str, dict]) -> None:
     existing = (yaml.safe_load(text) or {}).get("tasks") or []
     by_id = {e["id"]: e for e in existing}
     for task_id, res in results.items():
-        by_id[task_id] = task_entry(res["meta"], res["splits"])
+        entry = task_entry(res["meta"], res["splits"], res)
+        # the behavioural readout (direction utility) is declared by hand next to the templates
+        kept = {
+            k: by_id[task_id][k]
+            for k in ("readout", "readout_reason", "text_baselines")
+            if k in by_id.get(task_id, {})
+        }
+        if kept:
+            at = list(entry).index("templates") + 1
+            entry = dict(list(entry.items())[:at] + list(kept.items()) + list(entry.items())[at:])
+        by_id[task_id] = entry
     ordered = [t for t in TASK_IDS if t in by_id] + [e["id"] for e in existing if e["id"] not in TASK_IDS]
     entries = [by_id[t] for t in ordered]
     body = yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=110, default_flow_style=False)
@@ -95,8 +214,54 @@ def update_tasks_yaml(path: Path, results: dict[str, dict]) -> None:
     path.write_text("".join(lines[: starts[0]]) + block, encoding="utf-8")
 
 
-def check_tasks(task_ids: list[str], *, root: Path, sources_dir: Path) -> dict[str, Any]:
-    """Rebuild into a temp dir; compare bytes with the committed files and with tasks.yaml."""
+#: the largest share of an on-policy task's rows whose label may flip when the model's greedy
+#: outputs are regenerated (float summation order differs across CPUs)
+MAX_FLIPPED_SHARE = 0.01
+
+
+def _compare_files(built: dict[str, dict], pinned: dict, root: Path, problems: list[str]) -> int:
+    from evaluator.registry import sha256_file
+
+    for split, spec in built.items():
+        committed = root / spec["path"]
+        committed_sha = sha256_file(committed) if committed.is_file() else "(missing)"
+        pinned_sha = (pinned.get(split) or {}).get("sha256", "(not pinned)")
+        pinned_rows = (pinned.get(split) or {}).get("rows")
+        if not (spec["sha256"] == committed_sha == pinned_sha) or pinned_rows != spec["rows"]:
+            problems.append(
+                f"{spec['path']}: rebuilt sha256 {spec['sha256']} ({spec['rows']} rows),"
+                f" committed {committed_sha}, tasks.yaml {pinned_sha} ({pinned_rows} rows)"
+            )
+    return len(built)
+
+
+def _flipped_labels(task_id: str, model: str, fresh: dict[str, str], splits: dict, root: Path) -> dict:
+    """Re-judge every committed row of one model with its regenerated output."""
+    from evaluator.builders.common import read_split
+    from evaluator.builders.onpolicy import relabel
+
+    rows = [r for spec in splits.values() for r in read_split(root / spec["path"])]
+    flipped = []
+    for row in rows:
+        key = row["id"].removeprefix(f"{task_id}-")
+        if relabel(task_id, row["meta"], fresh[key]) != row["label"]:
+            flipped.append({"id": row["id"], "committed": row["meta"]["output"], "regenerated": fresh[key]})
+    return {
+        "rows": len(rows),
+        "flipped": len(flipped),
+        "share": len(flipped) / max(len(rows), 1),
+        "rows_flipped": flipped,
+    }
+
+
+def check_tasks(
+    task_ids: list[str], *, root: Path, sources_dir: Path, regenerate: bool = False
+) -> dict[str, Any]:
+    """Rebuild into a temp dir; compare bytes with the committed files and with tasks.yaml.
+
+    On-policy tasks are rebuilt from their committed generations (pure Python, fast); with
+    ``regenerate`` the model's greedy outputs are produced again and every committed row is
+    re-judged: the flipped labels are reported and more than MAX_FLIPPED_SHARE fails the check."""
     from evaluator.registry import sha256_file
 
     pinned = {
@@ -104,27 +269,39 @@ def check_tasks(task_ids: list[str], *, root: Path, sources_dir: Path) -> dict[s
     }
     problems: list[str] = []
     checked = 0
+    flips: dict[str, dict] = {}
+    generations = _Generations(root, regenerate=regenerate, write_to=None, cache_dir=None)
     with tempfile.TemporaryDirectory(prefix="pb-check-") as tmp:
-        results = build_tasks(task_ids, root=root, out_root=Path(tmp), sources_dir=sources_dir)
+        results = build_tasks(
+            task_ids, root=root, out_root=Path(tmp), sources_dir=sources_dir, generations=generations
+        )
         for task_id, res in results.items():
             entry = pinned.get(task_id)
             if entry is None:
                 problems.append(f"{task_id}: no entry in tasks.yaml")
                 continue
-            for split, spec in res["splits"].items():
-                checked += 1
-                committed = root / spec["path"]
-                committed_sha = sha256_file(committed) if committed.is_file() else "(missing)"
-                pinned_sha = (entry.get("splits") or {}).get(split, {}).get("sha256", "(not pinned)")
-                pinned_rows = (entry.get("splits") or {}).get(split, {}).get("rows")
-                if not (spec["sha256"] == committed_sha == pinned_sha) or pinned_rows != spec["rows"]:
-                    problems.append(
-                        f"{spec['path']}: rebuilt sha256 {spec['sha256']} ({spec['rows']} rows),"
-                        f" committed {committed_sha}, tasks.yaml {pinned_sha} ({pinned_rows} rows)"
-                    )
+            checked += _compare_files(res["splits"], entry.get("splits") or {}, root, problems)
+            for model, built in (res.get("splits_by_model") or {}).items():
+                by_model = (entry.get("splits_by_model") or {}).get(model) or {}
+                checked += _compare_files(built, by_model, root, problems)
+                gen = ((entry.get("generation") or {}).get("files") or {}).get(model) or {}
+                path = root / gen.get("path", "(not pinned)")
+                if not path.is_file() or sha256_file(path) != gen.get("sha256"):
+                    problems.append(f"{task_id}/{model}: generations file {path} does not match tasks.yaml")
+                if (task_id, model) in generations.fresh:
+                    report = _flipped_labels(task_id, model, generations.fresh[(task_id, model)], built, root)
+                    flips[f"{task_id}/{model}"] = report
+                    if report["share"] > MAX_FLIPPED_SHARE:
+                        problems.append(
+                            f"{task_id}/{model}: {report['flipped']} of {report['rows']} labels flip when"
+                            f" regenerated ({report['share']:.1%} > {MAX_FLIPPED_SHARE:.0%})"
+                        )
     if problems:
         raise EvaluatorError("build-data --check failed:\n  " + "\n  ".join(problems))
-    return {"checked_files": checked, "tasks": list(results), "ok": True}
+    out: dict[str, Any] = {"checked_files": checked, "tasks": list(results), "ok": True}
+    if flips:
+        out["regenerated"] = flips
+    return out
 
 
 def _build_args(p: argparse.ArgumentParser) -> None:
@@ -135,6 +312,12 @@ def _build_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--registry", type=Path, default=None, help="project root holding tasks.yaml")
     p.add_argument(
         "--check", action="store_true", help="rebuild into a temp dir and verify byte-identical output"
+    )
+    p.add_argument(
+        "--regenerate",
+        action="store_true",
+        help="on-policy tasks: run the base models again (slow) instead of using the committed"
+        " generations; with --check, report the labels that flip and fail above 1%%",
     )
 
 
@@ -150,22 +333,32 @@ def run_build_data(args: argparse.Namespace) -> dict:
     for task_id in task_ids:
         builder(task_id)  # unknown ids fail here with "did you mean"
     if args.check:
-        return check_tasks(task_ids, root=root, sources_dir=sources_dir)
-    results = build_tasks(task_ids, root=root, out_root=root, sources_dir=sources_dir)
+        return check_tasks(task_ids, root=root, sources_dir=sources_dir, regenerate=args.regenerate)
+    generations = _Generations(root, regenerate=args.regenerate, write_to=root, cache_dir=None)
+    results = build_tasks(
+        task_ids, root=root, out_root=root, sources_dir=sources_dir, generations=generations
+    )
     update_tasks_yaml(root / "tasks.yaml", results)
-    return {task_id: res["splits"] for task_id, res in results.items()}
+    return {task_id: res["splits"] or res.get("splits_by_model") for task_id, res in results.items()}
 
 
 def _baseline_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", action="append", default=None, help="task id (repeatable; default: all)")
     p.add_argument("--registry", type=Path, default=None, help="project root holding tasks.yaml")
+    p.add_argument(
+        "--write",
+        action="store_true",
+        help="store them in tasks.yaml as each task's text_baselines (what lift_over_text is measured against)",
+    )
 
 
 @command("data-baselines", _baseline_args)
 def run_data_baselines(args: argparse.Namespace) -> dict:
-    from evaluator.builders import TASK_IDS
-    from evaluator.builders.baselines import task_baselines
+    from evaluator.builders.baselines import registry_text_baselines, text_baselines_write
     from evaluator.registry import default_root
 
     root = (args.registry or default_root()).resolve()
-    return {task_id: task_baselines(root, task_id) for task_id in (args.task or TASK_IDS)}
+    values = registry_text_baselines(root, args.task)
+    if args.write:
+        text_baselines_write(root / "tasks.yaml", values)
+    return values

@@ -76,6 +76,12 @@ class TaskMeta:
 class BuiltTask:
     meta: TaskMeta
     splits: dict[str, list[Row]]
+    #: an on-policy task: base model id -> its own splits (``splits`` is then empty)
+    splits_by_model: dict[str, dict[str, list[Row]]] = field(default_factory=dict)
+
+    @property
+    def on_policy(self) -> bool:
+        return bool(self.splits_by_model)
 
 
 @dataclass
@@ -83,7 +89,17 @@ class BuildContext:
     """What a builder may use: a way to open pinned archives. Nothing else leaks in."""
 
     open_archive: Callable[[str], Any]
+    #: on-policy builders: (task id, model id, [(key, prompt)], max_new_tokens) -> {key: greedy
+    #: output}, from the committed generations (running the model only for missing ones)
+    generate: Callable[[str, str, list[tuple[str, str]], int], dict[str, str]] | None = None
     _cache: dict[str, Any] = field(default_factory=dict)
+
+    def generations(
+        self, task_id: str, model_id: str, items: list[tuple[str, str]], max_new_tokens: int
+    ) -> dict[str, str]:
+        if self.generate is None:
+            raise BuildError(f"{task_id}: an on-policy builder needs the model's generations")
+        return self.generate(task_id, model_id, items, max_new_tokens)
 
     def archive(self, package: str):
         if package not in self._cache:
@@ -207,20 +223,34 @@ def order_rows(task_id: str, split: str, rows: list[Row]) -> list[Row]:
     return stable_shuffle(sorted(rows, key=lambda r: r.key), task_id, f"order:{split}")
 
 
-def split_relpath(task_id: str, split: str) -> str:
+def split_relpath(task_id: str, split: str, *, model: str | None = None) -> str:
+    if model is not None:
+        return f"registry/splits/{task_id}/{model}/{split}.jsonl"
     return f"registry/splits/{task_id}/{split}.jsonl"
 
 
 def write_task(built: BuiltTask, root: Path) -> dict[str, dict[str, Any]]:
-    """Write every split of ``built`` under ``root``; return split -> {path, rows, sha256}."""
-    check_splits(built.meta.id, built.splits)
+    """Write every split of ``built`` under ``root``; return split -> {path, rows, sha256}
+    (for an on-policy task model -> split -> {...}, files under ``<task>/<model>/``)."""
+    if built.on_policy:
+        return {
+            model: _write_splits(built.meta.id, splits, root, model=model)
+            for model, splits in built.splits_by_model.items()
+        }
+    return _write_splits(built.meta.id, built.splits, root)
+
+
+def _write_splits(
+    task_id: str, splits: dict[str, list[Row]], root: Path, *, model: str | None = None
+) -> dict[str, dict[str, Any]]:
+    check_splits(task_id if model is None else f"{task_id}/{model}", splits)
     out: dict[str, dict[str, Any]] = {}
     for split in SPLIT_ORDER:
-        if split not in built.splits:
+        if split not in splits:
             continue
-        rows = order_rows(built.meta.id, split, built.splits[split])
-        data = serialise(built.meta.id, rows)
-        rel = split_relpath(built.meta.id, split)
+        rows = order_rows(task_id, split, splits[split])
+        data = serialise(task_id, rows)
+        rel = split_relpath(task_id, split, model=model)
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)

@@ -72,6 +72,8 @@ def task_result_normalize(raw: dict) -> dict:
         "ece": _number(metrics.get("ece")),
         "brier": _number(metrics.get("brier")),
         "recall_at_1pct_fpr": _number(metrics.get("recall_at_1pct_fpr")),
+        "lift_over_text": _number(metrics.get("lift_over_text")),
+        "text_baseline_auroc": _number((metrics.get("text_baseline") or {}).get("bow")),
         "threshold_1pct_fpr": _number(metrics.get("threshold_1pct_fpr")),
         "fpr_at_1pct_threshold": _number(metrics.get("fpr_at_1pct_threshold")),
         "n_test": metrics.get("n_test"),

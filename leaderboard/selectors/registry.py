@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db.models import Count, Exists, OuterRef, Prefetch
 
@@ -69,6 +69,8 @@ class TaskProbe:
     row: BoardRow
     auroc: float | None
     auroc_ci: list[float] | None
+    #: the probe's test AUROC minus the task's bag-of-words baseline on the same rows
+    lift_over_text: float | None = None
 
 
 @dataclass
@@ -78,6 +80,22 @@ class TaskDetail:
     superseded: list[Task]
     spec: WeightsSpec | None
     probes: list[TaskProbe]
+    #: the stored text-only baselines: [{model ("" for a task about its text), split, bow_auroc,
+    #: length_auroc, n}]
+    text_baselines: list[dict] = field(default_factory=list)
+
+
+def task_text_baselines(task: Task) -> list[dict]:
+    """The task's text-only baselines as table rows (per base model for an on-policy task)."""
+    tables = task.text_baselines or {}
+    by_model = sorted(tables.items()) if task.on_policy else [("", tables)]
+    return [
+        {"model": model, "split": split, **values}
+        for model, table in by_model
+        for split, values in sorted(
+            (table or {}).items(), key=lambda kv: SPLIT_ORDER.index(kv[0]) if kv[0] in SPLIT_ORDER else 99
+        )
+    ]
 
 
 def task_detail(*, slug: str) -> TaskDetail | None:
@@ -100,22 +118,36 @@ def task_detail(*, slug: str) -> TaskDetail | None:
                 probe_version_id=latest_public_version(spec),
                 probe_version__probe__category_id=task.category_id,  # probes run on their category's tasks
             )
-            .annotate(result=JsonPaths("per_task", [(slug, "auroc"), (slug, "auroc_ci")], large=True))
+            .annotate(
+                result=JsonPaths(
+                    "per_task", [(slug, "auroc"), (slug, "auroc_ci"), (slug, "lift_over_text")], large=True
+                )
+            )
             .values_list("probe_version__probe__slug", "result")
         )
-        found = {probe: json_list(raw, 2) for probe, raw in scores}
+        found = {probe: json_list(raw, 3) for probe, raw in scores}
         ran = {probe: v for probe, v in found.items() if v[0] is not None or v[1] is not None}
         rows = rank_rows(board_rows(spec=spec, query=BoardQuery(), slugs=list(ran)), measured_only=False)
         for row in rows:
-            auroc, ci = ran[row.probe]
+            auroc, ci, lift = ran[row.probe]
             probes.append(
-                TaskProbe(row=row, auroc=float(auroc) if auroc is not None else None, auroc_ci=parse_ci(ci))
+                TaskProbe(
+                    row=row,
+                    auroc=float(auroc) if auroc is not None else None,
+                    auroc_ci=parse_ci(ci),
+                    lift_over_text=float(lift) if lift is not None else None,
+                )
             )
         probes.sort(key=lambda p: (p.auroc is not None, p.auroc or 0.0), reverse=True)
     order = {name: i for i, name in enumerate(SPLIT_ORDER)}
-    splits = sorted(task.splits.all(), key=lambda s: order.get(s.name, 99))
+    splits = sorted(task.splits.all(), key=lambda s: (s.base_model_id or "", order.get(s.name, 99)))
     return TaskDetail(
-        task=task, splits=splits, superseded=list(task.task_set.all()), spec=spec, probes=probes
+        task=task,
+        splits=splits,
+        superseded=list(task.task_set.all()),
+        spec=spec,
+        probes=probes,
+        text_baselines=task_text_baselines(task),
     )
 
 

@@ -63,7 +63,7 @@ def coverage_missing() -> dict[ProbeVersion, list[Task]]:
         tasks = [
             t
             for t in by_category.get(version.probe.category_id, [])
-            if t.slug not in covered.get(version.pk, set())
+            if t.slug not in covered.get(version.pk, set()) and t.measured_on(version.probe.base_model_id)
         ]
         if tasks:
             missing[version] = tasks

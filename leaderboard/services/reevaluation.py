@@ -155,7 +155,8 @@ def _splits_verify(registry: Registry) -> None:
     stale = []
     for split in TaskSplit.objects.filter(task__status=Task.Status.ACTIVE).select_related("task"):
         spec = registry.tasks.get(split.task_id)
-        pinned = spec.splits.get(split.name) if spec else None
+        # an on-policy task's files are pinned per base model (splits_by_model)
+        pinned = spec.splits_for(split.base_model_id).get(split.name) if spec else None
         if pinned is None or pinned.sha256 != split.sha256:
             stale.append(f"{split.task_id}/{split.name}")
     if stale:
@@ -175,6 +176,10 @@ def _holdouts_mint(*, registry: Registry, cycle: ReevaluationCycle) -> dict[str,
     holdouts: dict[str, dict[str, Any]] = {}
     for task in Task.objects.filter(status=Task.Status.ACTIVE).order_by("slug"):
         spec = registry.task(task.slug)
+        if spec.on_policy:
+            # per-model holdouts are not minted yet: an on-policy task's pools are per base model
+            log.info("cycle %s: no holdout minted for on-policy task %s", cycle.quarter, task.slug)
+            continue
         forbidden = {
             h
             for name, split in spec.splits.items()

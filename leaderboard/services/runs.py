@@ -22,7 +22,7 @@ from celery import current_app
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from evaluator import CODE_VERSION
@@ -76,7 +76,11 @@ def evaluation_runs_plan(*, version: ProbeVersion, submission: Submission) -> li
       linear probe on a decoder model (``settings.STEER_RUNS``).
     """
     probe = version.probe
-    tasks = list(Task.objects.filter(category=probe.category, status=Task.Status.ACTIVE))
+    tasks = [
+        t
+        for t in Task.objects.filter(category=probe.category, status=Task.Status.ACTIVE)
+        if t.measured_on(probe.base_model_id)  # on-policy tasks: only the models they record
+    ]
     new = score_runs_plan(version=version, tasks=tasks, submission=submission)
     if version.recipe:
         recipe_task = Task.objects.get(slug=version.recipe["task"])
@@ -86,6 +90,7 @@ def evaluation_runs_plan(*, version: ProbeVersion, submission: Submission) -> li
                 *(
                     (version, Run.Kind.TRANSFER, recipe_task, "test", target.slug)
                     for target in enabled_models().exclude(slug=probe.base_model_id)
+                    if recipe_task.measured_on(target.slug)  # re-fit on the target's own split
                 ),
             ],
             submission=submission,
@@ -123,7 +128,9 @@ def score_runs_plan(
     """
     probe = version.probe
     splits = set(
-        TaskSplit.objects.filter(task__in=tasks, name__in=SCORE_SPLITS).values_list("task_id", "name")
+        TaskSplit.objects.filter(task__in=tasks, name__in=SCORE_SPLITS)
+        .filter(Q(base_model__isnull=True) | Q(base_model_id=probe.base_model_id))  # on-policy: its own
+        .values_list("task_id", "name")
     )
     planned = [
         (version, Run.Kind.SCORE, task, split, probe.base_model_id)

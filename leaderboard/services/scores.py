@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+import numpy as np
 from django.db import transaction
 from django.utils import timezone
 
@@ -36,6 +37,10 @@ from leaderboard.selectors.shared import ea_reference_version
 from leaderboard.services.runs import RANK_INTERVALS_REFRESH_TASK, task_delay
 
 Run = EvaluationRun
+
+
+#: Score.measurements key of the mean over tasks of (probe test AUROC − bag-of-words AUROC)
+LIFT_OVER_TEXT_KEY = "lift_over_text"
 
 
 def active_task_ids(category_id: str) -> set[str]:
@@ -169,8 +174,17 @@ def measurements_compute(
     if failed_targets:
         imputed["rho_ce"] = f"transfer failed on {', '.join(failed_targets)}: default used"
     per_task_out = {}
+    tasks = {t.slug: t for t in Task.objects.filter(slug__in=list(per_task))}
+    lifts_over_text = []
     for task_id, tm in per_task.items():
         d = tm.to_dict()
+        # lift over text: the probe's test AUROC minus the task's bag-of-words baseline (fit on
+        # train, measured on the same test rows; an on-policy task's: this base model's files)
+        bow = tasks[task_id].text_baseline(version.probe.base_model_id).get("bow_auroc")
+        d["text_baseline"] = {"bow": bow}
+        d["lift_over_text"] = None if bow is None or tm.auroc is None else round(tm.auroc - bow, 6)
+        if d["lift_over_text"] is not None:
+            lifts_over_text.append(d["lift_over_text"])
         d["roc"] = d.pop("roc_points")
         d["auroc_ea_imputed"] = d["auroc_ea_status"] == "imputed"
         b = extras[task_id]["baselines"] or {}
@@ -187,6 +201,16 @@ def measurements_compute(
     protocol, environment = _measured_under([r for splits in by_task.values() for r in splits.values()])
     tests = [ScoredExamples.from_records(by_task[t]["test"].example_scores) for t in per_task]
     aggregate["auroc_ci"] = list(auroc_mean_ci([(t.scores, t.labels) for t in tests]))
+    aggregate[LIFT_OVER_TEXT_KEY] = float(np.mean(lifts_over_text)) if lifts_over_text else None
+    # the category's on-policy tasks this base model has no behaviour on (the encoder): the
+    # category mean is over the other tasks, and the board says so
+    aggregate["not_measured_on_policy"] = sorted(
+        t.slug
+        for t in Task.objects.filter(
+            category_id=version.probe.category_id, status=Task.Status.ACTIVE, on_policy=True
+        )
+        if not t.measured_on(version.probe.base_model_id)
+    )
     return {
         "measurements": measurements,
         "aggregate": {

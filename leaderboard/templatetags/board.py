@@ -231,6 +231,8 @@ def _badges_html(row) -> str:
 def _component_cell(row, key: str, label: str, measured_only: bool) -> str:
     if key == "recall":  # the operating point: a measurement, not a ProbeScore component
         return f'<td class="num recall" title="{_e(label)}">{num(row.recall)}</td>'
+    if key == "lift":  # lift over text: a measurement, not a ProbeScore component
+        return f'<td class="num lift" title="{_e(label)}">{num(row.lift_over_text)}</td>'
     if key == "utility":  # direction utility: beside the ProbeScore, never in it
         if row.direction_utility is None:
             return '<td class="num utility na"><abbr title="not measured: no readout task or not a linear probe on a decoder">n/a</abbr></td>'

@@ -1,0 +1,251 @@
+"""On-policy tasks: per-model split files in the registry, the judge, and the committed data.
+
+Fast: nothing here runs a model. The committed splits are rebuilt from the committed greedy
+outputs (``registry/generations/``); regenerating them is ``build-data --check --regenerate``
+(slow, explicit), which counts the labels that flip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evaluator.activations import read_split
+from evaluator.builders import ON_POLICY_TASK_IDS
+from evaluator.builders.cli import _flipped_labels, check_tasks
+from evaluator.builders.common import SPLIT_ORDER, normalise
+from evaluator.builders.onpolicy import CITY_COUNTRY_ID, names_country, relabel
+from evaluator.builders.sources import DEFAULT_SOURCES_DIR, SourceError, fetch_all
+from evaluator.errors import EvaluatorError, RegistryError, SplitHashMismatch
+from evaluator.registry import default_root, load_registry
+
+ROOT = default_root()
+SMOL, GEMMA, ENCODER = "smollm2-135m-instruct", "gemma-3-270m", "all-minilm-l6-v2"
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def _files(root: Path, task_id: str, model: str, label: int) -> dict:
+    splits = {}
+    for split in ("train", "test", "holdout_pool"):
+        path = root / "registry" / "splits" / task_id / model / f"{split}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f'{{"id": "{model}-{split}", "label": {label}, "text": "{model} {split}"}}\n')
+        splits[split] = {
+            "path": str(path.relative_to(root)),
+            "rows": 1,
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        }
+    return splits
+
+
+@pytest.fixture
+def root(tmp_path):
+    """A copy of the real registry files with one on-policy task pinned for two decoder models."""
+    shutil.copy(ROOT / "tasks.yaml", tmp_path / "tasks.yaml")
+    shutil.copytree(ROOT / "registry" / "weights", tmp_path / "registry" / "weights")
+    for name in ("licenses.yaml", "models.yaml"):
+        shutil.copy(ROOT / "registry" / name, tmp_path / "registry" / name)
+    data = yaml.safe_load((tmp_path / "tasks.yaml").read_text())
+    data["tasks"] = [
+        {
+            "id": "own-v1",
+            "category": "hallucination",
+            "family": "toy",
+            "positive": "the model answers wrongly",
+            "source": {"package": "none", "version": "0", "license": "MIT"},
+            "on_policy": True,
+            "splits_by_model": {
+                SMOL: _files(tmp_path, "own-v1", SMOL, 1),
+                GEMMA: _files(tmp_path, "own-v1", GEMMA, 0),
+            },
+            "text_baselines": {SMOL: {"test": {"bow_auroc": 0.52, "n": 1}}},
+        }
+    ]
+    (tmp_path / "tasks.yaml").write_text(yaml.safe_dump(data))
+    return tmp_path
+
+
+def edit(path: Path, fn):
+    data = yaml.safe_load(path.read_text())
+    fn(data["tasks"][0])
+    path.write_text(yaml.safe_dump(data))
+
+
+def test_each_model_reads_its_own_files_and_the_encoder_none(root):
+    reg = load_registry(root, verify_hashes=True)
+    task = reg.task("own-v1")
+    assert task.on_policy and task.splits == {}
+    assert read_split(reg, "own-v1", "test", model=SMOL).ids == [f"{SMOL}-test"]
+    assert read_split(reg, "own-v1", "test", model=GEMMA).labels.tolist() == [0]
+    assert [t.id for t in reg.active_tasks("hallucination", model=SMOL)] == ["own-v1"]
+    assert reg.active_tasks("hallucination", model=ENCODER) == []
+    assert not task.measured_on(ENCODER) and task.splits_for(ENCODER) == {}
+    assert task.text_baseline(SMOL) == {"bow_auroc": 0.52, "n": 1} and task.text_baseline(GEMMA) == {}
+    with pytest.raises(RegistryError, match="on-policy.*name the model"):
+        read_split(reg, "own-v1", "test")
+
+
+def test_hash_verification_covers_every_models_files(root):
+    reg = load_registry(root, verify_hashes=True)
+    assert ("own-v1", f"{GEMMA}/test") in reg.verify_all_splits()
+    tampered = root / "registry" / "splits" / "own-v1" / GEMMA / "test.jsonl"
+    tampered.write_text(tampered.read_text().replace('"label": 0', '"label": 1'))
+    with pytest.raises(SplitHashMismatch, match=f"own-v1/{GEMMA}/test.jsonl"):
+        load_registry(root, verify_hashes=True)
+    with pytest.raises(SplitHashMismatch):
+        read_split(load_registry(root), "own-v1", "test", model=GEMMA)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda t: t["splits_by_model"].update({ENCODER: t["splits_by_model"][SMOL]}), "is an encoder"),
+        (lambda t: t["splits_by_model"].update({"gpt-9": t["splits_by_model"][SMOL]}), "not a base model"),
+        (lambda t: t.update(splits=t["splits_by_model"][SMOL]), "per base model in splits_by_model"),
+        (lambda t: t.pop("on_policy"), "missing required field.*splits"),
+        (lambda t: t.update(on_policy="yes"), "on_policy must be true or false"),
+        (
+            lambda t: t["splits_by_model"][GEMMA].pop("holdout_pool"),
+            f"holdout_pool in splits_by_model.{GEMMA}",
+        ),
+    ],
+)
+def test_a_malformed_on_policy_entry_is_refused_naming_the_problem(root, change, message):
+    edit(root / "tasks.yaml", change)
+    with pytest.raises(RegistryError, match=message):
+        load_registry(root)
+
+
+def test_a_text_task_cannot_pin_per_model_files(root):
+    def change(t):
+        t["on_policy"] = False
+        t["splits"] = t["splits_by_model"][SMOL]
+
+    edit(root / "tasks.yaml", change)
+    with pytest.raises(RegistryError, match="splits_by_model is for on-policy tasks"):
+        load_registry(root)
+
+
+# --------------------------------------------------------------------------- the judge
+
+
+@pytest.mark.parametrize(
+    ("output", "country", "right"),
+    [
+        (" India.", "India", True),
+        (" the country of Mexico", "Mexico", True),
+        (" the USA.\nB:", "the United States", True),
+        (" England.", "the United Kingdom", True),
+        (" the Middle East.", "Iran", False),
+        (" Spain.\nB: Brazil", "Brazil", False),  # only the first line is the answer
+        (" Indiana.", "India", False),  # whole words
+        ("", "India", False),
+    ],
+)
+def test_the_judge_reads_the_first_line_for_the_country_or_an_alias(output, country, right):
+    assert names_country(output, country) is right
+
+
+# --------------------------------------------------------------------------- committed data
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return load_registry(ROOT)
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("task_id", ON_POLICY_TASK_IDS)
+def test_committed_on_policy_splits_are_per_model_balanced_and_labelled_by_the_judge(registry, task_id):
+    task = registry.task(task_id)
+    assert task.on_policy and task.splits_by_model and ENCODER not in task.splits_by_model
+    assert (ROOT / task.card).is_file()
+    for model, splits in task.splits_by_model.items():
+        assert set(splits) == set(SPLIT_ORDER)
+        assert splits["test"].rows >= 200
+        owner: dict[tuple[str, str], str] = {}
+        for split, spec in splits.items():
+            rows = _rows(ROOT / spec.path)
+            assert len(rows) == spec.rows
+            share = Counter(r["label"] for r in rows)[1] / len(rows)
+            assert 0.25 <= share <= 0.75, f"{task_id}/{model}/{split}: {share:.0%} positives"
+            for row in rows:
+                assert row["meta"]["model"] == model
+                assert relabel(task_id, row["meta"], row["meta"]["output"]) == row["label"]
+                for kind, value in (("group", row["group"]), ("text", normalise(row["text"]))):
+                    assert owner.setdefault((kind, value), split) == split
+        # both classes share one template: the prompt differs only in the city
+        test = _rows(ROOT / splits["test"].path)
+        if task_id == CITY_COUNTRY_ID:
+            assert {r["text"].replace(r["meta"]["city"], "<c>") for r in test} == {
+                "Q: Which country is <c> in?\nA: <c> is in"
+            }
+        assert task.text_baseline(model).get("bow_auroc") is not None
+
+
+@pytest.fixture(scope="module")
+def sources_dir() -> Path:
+    path = ROOT / DEFAULT_SOURCES_DIR
+    try:
+        fetch_all(root=ROOT, sources_dir=path)
+    except SourceError as exc:
+        pytest.skip(f"pinned source archives could not be downloaded: {exc}")
+    return path
+
+
+def test_check_rebuilds_on_policy_splits_from_the_committed_outputs_without_a_model(sources_dir):
+    result = check_tasks(list(ON_POLICY_TASK_IDS), root=ROOT, sources_dir=sources_dir)
+    assert result["ok"] and "regenerated" not in result
+    assert result["checked_files"] == sum(
+        4 * len(load_registry(ROOT).task(t).splits_by_model) for t in ON_POLICY_TASK_IDS
+    )
+
+
+def test_check_fails_naming_the_file_when_a_committed_output_was_edited(sources_dir, tmp_path):
+    reg = load_registry(ROOT)
+    task = reg.task(CITY_COUNTRY_ID)
+    (tmp_path / "registry").mkdir()
+    shutil.copy(ROOT / "tasks.yaml", tmp_path / "tasks.yaml")
+    shutil.copy(ROOT / "registry" / "sources.yaml", tmp_path / "registry" / "sources.yaml")
+    for sub in ("splits", "generations"):
+        shutil.copytree(
+            ROOT / "registry" / sub / CITY_COUNTRY_ID, tmp_path / "registry" / sub / CITY_COUNTRY_ID
+        )
+    gen = tmp_path / "registry" / "generations" / CITY_COUNTRY_ID / f"{SMOL}.jsonl"
+    test_row = _rows(ROOT / task.splits_by_model[SMOL]["test"].path)[0]
+    key = test_row["id"].removeprefix(f"{CITY_COUNTRY_ID}-")
+    records = _rows(gen)
+    flipped = " Atlantis." if test_row["label"] == 0 else f" {test_row['meta']['country']}."
+    for r in records:
+        if r["key"] == key:
+            r["output"] = flipped
+    gen.write_text("".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records))
+    with pytest.raises(EvaluatorError, match="generations file .* does not match tasks.yaml"):
+        check_tasks([CITY_COUNTRY_ID], root=tmp_path, sources_dir=sources_dir)
+
+
+def test_regenerated_outputs_that_flip_labels_are_counted(registry):
+    """What ``--check --regenerate`` reports, on outputs we control: one flipped row of N."""
+    task = registry.task(CITY_COUNTRY_ID)
+    splits = {k: {"path": v.path} for k, v in task.splits_by_model[SMOL].items()}
+    rows = [r for s in splits.values() for r in _rows(ROOT / s["path"])]
+    fresh = {r["id"].removeprefix(f"{CITY_COUNTRY_ID}-"): r["meta"]["output"] for r in rows}
+    first = rows[0]
+    fresh[first["id"].removeprefix(f"{CITY_COUNTRY_ID}-")] = (
+        " Atlantis." if first["label"] == 0 else f" {first['meta']['country']}."
+    )
+    report = _flipped_labels(CITY_COUNTRY_ID, SMOL, fresh, splits, ROOT)
+    assert report["rows"] == len(rows) and report["flipped"] == 1
+    assert report["rows_flipped"][0]["id"] == first["id"]
+    assert report["share"] == pytest.approx(1 / len(rows))

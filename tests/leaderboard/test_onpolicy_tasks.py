@@ -1,0 +1,153 @@
+"""On-policy tasks in the leaderboard: sync_registry mirrors the per-model split files, a probe is
+planned on its own model's files only (the encoder on none), ρ_CE re-fits only on targets that have
+the behaviour, and every Score carries lift over text (probe AUROC − bag-of-words AUROC)."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluator.builders.onpolicy import CITY_COUNTRY_ID
+from evaluator.registry import load_registry
+from leaderboard import models as m
+from leaderboard.registry_sync import registry_sync
+from leaderboard.services.runs import evaluation_runs_plan
+from leaderboard.services.scores import submission_score
+from tests.leaderboard.board_data import public_probe
+from tests.leaderboard.reevaluation_data import synthetic_scores
+
+pytestmark = pytest.mark.django_db
+SMOL, GEMMA, ENCODER = "smollm2-135m-instruct", "gemma-3-270m", "all-minilm-l6-v2"
+Run = m.EvaluationRun
+
+
+@pytest.fixture
+def synced():
+    registry_sync()
+    return load_registry()
+
+
+def test_sync_mirrors_each_models_files_and_the_text_baselines(synced):
+    task = m.Task.objects.get(slug=CITY_COUNTRY_ID)
+    spec = synced.task(CITY_COUNTRY_ID)
+    assert task.on_policy
+    rows = {(s.base_model_id, s.name): s.sha256 for s in task.splits.all()}
+    assert rows == {
+        (model, name): split.sha256
+        for model, splits in spec.splits_by_model.items()
+        for name, split in splits.items()
+    }
+    assert task.measured_on(SMOL) and not task.measured_on(ENCODER)
+    assert task.text_baseline(SMOL)["bow_auroc"] == spec.text_baseline(SMOL)["bow_auroc"]
+    halueval = m.Task.objects.get(slug="halueval-qa-v1")
+    assert not halueval.on_policy and halueval.splits.filter(base_model__isnull=False).count() == 0
+    assert halueval.text_baseline()["bow_auroc"] == synced.task("halueval-qa-v1").text_baseline()["bow_auroc"]
+    assert registry_sync().changed == 0
+
+
+def _queued(slug: str, base_model: str, **kwargs) -> m.ProbeVersion:
+    return public_probe(slug=slug, base_model=base_model, status=m.Submission.Status.QUEUED, **kwargs)
+
+
+def test_a_probe_is_planned_on_its_own_models_files_and_the_encoder_on_none(synced):
+    smol = _queued("smol-probe", SMOL)
+    planned = evaluation_runs_plan(version=smol, submission=smol.submission)
+    assert {r.split for r in planned if r.task_id == CITY_COUNTRY_ID and r.kind == Run.Kind.SCORE} == {
+        "train",
+        "test",
+        "distshift",
+    }
+    encoder = _queued("encoder-probe", ENCODER)
+    planned = evaluation_runs_plan(version=encoder, submission=encoder.submission)
+    assert CITY_COUNTRY_ID not in {r.task_id for r in planned}
+    assert {r.task_id for r in planned if r.kind == Run.Kind.SCORE} >= {"halueval-qa-v1", "cities-truth-v1"}
+
+
+def test_transfer_re_fits_only_on_models_with_the_behaviour(synced, settings):
+    settings.ENABLED_MODELS = [SMOL, GEMMA, ENCODER]
+    recipe = {"method": "logistic_regression", "task": CITY_COUNTRY_ID, "layer": 15, "position": "last_token"}
+    version = _queued("recipe-probe", SMOL, recipe=recipe)
+    planned = evaluation_runs_plan(version=version, submission=version.submission)
+    targets = {r.base_model_id for r in planned if r.kind == Run.Kind.TRANSFER}
+    has_behaviour = set(synced.task(CITY_COUNTRY_ID).splits_by_model) - {SMOL}
+    assert targets == has_behaviour and ENCODER not in targets
+
+
+def _finish(version: m.ProbeVersion, auroc_by_task: dict[str, float]) -> list[Run]:
+    runs = []
+    for task_id, auroc in auroc_by_task.items():
+        for split in ("test", "train"):
+            runs.append(
+                Run.objects.create(
+                    probe_version=version,
+                    submission=version.submission,
+                    kind=Run.Kind.SCORE,
+                    task_id=task_id,
+                    split=split,
+                    base_model_id=version.probe.base_model_id,
+                    status=Run.Status.SUCCEEDED,
+                    example_scores=synthetic_scores(auroc),
+                    metrics={"latency": {"probe_ms": 0.2, "device": "cpu"}} if split == "test" else {},
+                )
+            )
+    return runs
+
+
+def test_every_score_carries_lift_over_text_per_task_and_its_mean(synced):
+    version = _queued("lifted", SMOL)
+    runs = _finish(version, {CITY_COUNTRY_ID: 0.8, "cities-truth-v1": 0.9})
+    [score, *_] = submission_score(submission=version.submission, runs=runs)
+    bow_own = synced.task(CITY_COUNTRY_ID).text_baseline(SMOL)["bow_auroc"]
+    bow_text = synced.task("cities-truth-v1").text_baseline()["bow_auroc"]
+    assert score.per_task[CITY_COUNTRY_ID]["text_baseline"] == {"bow": bow_own}
+    assert score.per_task[CITY_COUNTRY_ID]["lift_over_text"] == pytest.approx(0.8 - bow_own)
+    assert score.per_task["cities-truth-v1"]["lift_over_text"] == pytest.approx(0.9 - bow_text)
+    assert score.measurements["lift_over_text"] == pytest.approx(((0.8 - bow_own) + (0.9 - bow_text)) / 2)
+    assert score.measurements["not_measured_on_policy"] == []
+
+
+def test_the_encoders_score_says_which_on_policy_tasks_it_was_not_measured_on(synced):
+    version = _queued("encoded", ENCODER)
+    [score, *_] = submission_score(
+        submission=version.submission, runs=_finish(version, {"cities-truth-v1": 0.7})
+    )
+    assert score.measurements["not_measured_on_policy"] == [CITY_COUNTRY_ID]
+
+
+def test_lift_over_text_is_a_sortable_board_column_in_the_api_and_the_csv(registry, client):
+    import csv
+    import io
+
+    from tests.leaderboard.board_data import ensure_models, ensure_tasks
+
+    ensure_models()
+    tasks = ensure_tasks("hallucination", 1)
+    for slug, auroc, lift in (("wordy", 0.95, 0.01), ("deep", 0.80, 0.30), ("unknown", 0.85, None)):
+        extra = {} if lift is None else {"lift_over_text": lift}
+        public_probe(slug=slug, auroc=auroc, tasks=tasks, extra_measurements=extra)
+    rows = client.get("/api/v1/leaderboard", {"sort": "lift", "limit": 100}).json()["results"]
+    assert [(r["probe"], r["lift_over_text"]) for r in rows] == [
+        ("deep", 0.3),
+        ("wordy", 0.01),
+        ("unknown", None),
+    ]
+    response = client.get("/api/v1/leaderboard.csv", {"sort": "lift", "dir": "asc"})
+    exported = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [(r["probe"], r["lift_over_text"]) for r in exported] == [
+        ("wordy", "0.01"),
+        ("deep", "0.3"),
+        ("unknown", ""),
+    ]
+    page = client.get("/category/hallucination/", {"sort": "lift"}).content.decode()
+    assert "Lift/text" in page and page.index("deep") < page.index("wordy")
+
+
+def test_task_pages_show_the_text_baselines_and_mark_on_policy_tasks(synced, client):
+    page = client.get(f"/tasks/{CITY_COUNTRY_ID}/").content.decode()
+    assert "On-policy task." in page and f"{SMOL}/test.jsonl" in page
+    bow = synced.task(CITY_COUNTRY_ID).text_baseline(SMOL)["bow_auroc"]
+    assert 'id="text-baselines"' in page and f"{bow:.3f}" in page
+    text_task = client.get("/tasks/harmful-requests-v1/").content.decode()
+    assert "On-policy task." not in text_task
+    assert f"{synced.task('harmful-requests-v1').text_baseline()['bow_auroc']:.3f}" in text_task
+    listing = client.get("/category/hallucination/").content.decode()
+    assert "on-policy</span>" in listing
