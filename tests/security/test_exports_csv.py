@@ -43,5 +43,7 @@ def test_formula_cells_are_exported_as_text(client, hostile_board):
 
 def test_numbers_stay_numbers(client, hostile_board):
     response = client.get("/api/v1/leaderboard.csv", {"category": "hallucination"})
-    row = next(r for r in csv.DictReader(io.StringIO(response.content.decode(), newline="")) if r["probe"] == "plain")
+    row = next(
+        r for r in csv.DictReader(io.StringIO(response.content.decode(), newline="")) if r["probe"] == "plain"
+    )
     assert float(row["total"]) > 0 and float(row["auroc_value"]) == pytest.approx(0.5)
