@@ -64,3 +64,22 @@ def test_the_api_docs_render_from_this_site_under_the_policy(live_server, watche
     assert [u for u in outside if not u.startswith(("data:", "blob:")) and u != logo] == []
     assert [v for v in violations if logo not in v] == []
     assert any(logo in v for v in violations)  # a violation is seen when there is one
+
+
+def test_the_admin_works_under_the_policy(live_server, registry, maintainer, watched):
+    from tests.factories import LeakageRecordFactory
+
+    record = LeakageRecordFactory()
+    page, violations = watched
+    page.goto(f"{live_server.url}/admin/login/")
+    page.fill("input[name=username]", "grace")
+    page.fill("input[name=password]", "correct horse battery staple")
+    page.click("input[type=submit]")
+    page.get_by_text("Site administration").first.wait_for()
+    page.goto(f"{live_server.url}/admin/leaderboard/leakagerecord/{record.pk}/change/")
+    page.locator("textarea[name=public_note]").fill("reviewed in the browser")
+    page.click("input[name=_save]")
+    page.get_by_text("was changed successfully").first.wait_for()
+    page.goto(f"{live_server.url}/admin/leaderboard/submission/")
+    page.locator("#changelist").wait_for()
+    assert violations == []
