@@ -529,9 +529,14 @@ def splits_check(*, server: str, registry: Path | None, category: str, tasks: li
     for task_id in tasks:
         if task_id not in reg.tasks:
             raise ClientError(f"task {task_id} of the board is not in your registry ({reg.root}): update it")
-        local = reg.task(task_id).splits
+        task = reg.task(task_id)
         for split in (published.get(task_id) or {}).get("splits") or []:
-            mine = local.get(split["name"])
+            # an on-policy task pins one set of files per base model
+            mine = (
+                task.splits_for(split.get("base_model")).get(split["name"])
+                if task.on_policy or not split.get("base_model")
+                else None
+            )
             if mine is not None and mine.sha256 != split["sha256"]:
                 raise ClientError(
                     f"task {task_id}: your {split['name']} split (SHA-256 {mine.sha256[:12]}…) is not the"

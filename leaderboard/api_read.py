@@ -486,6 +486,9 @@ class CategoryListApi(PublicReadApi):
 
 class SplitOutput(serializers.Serializer):
     name = serializers.CharField()
+    base_model = serializers.CharField(
+        source="base_model_id", allow_null=True, help_text="on-policy tasks: whose behaviour labels this file"
+    )
     path = serializers.CharField()
     rows = serializers.IntegerField()
     sha256 = serializers.CharField()
@@ -503,6 +506,12 @@ class TaskOutput(serializers.Serializer):
     status = serializers.CharField()
     superseded_by = serializers.CharField(source="superseded_by_id", allow_null=True)
     minted = serializers.CharField()
+    on_policy = serializers.BooleanField(
+        help_text="labels from each base model's own behaviour; splits per model"
+    )
+    text_baselines = serializers.DictField(
+        help_text="text-only baselines fit on train (bag of words, length)"
+    )
     splits = SplitOutput(many=True, source="splits.all")
     url = serializers.CharField(source="get_absolute_url")
 

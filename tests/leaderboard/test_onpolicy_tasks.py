@@ -151,3 +151,13 @@ def test_task_pages_show_the_text_baselines_and_mark_on_policy_tasks(synced, cli
     assert f"{synced.task('harmful-requests-v1').text_baseline()['bow_auroc']:.3f}" in text_task
     listing = client.get("/category/hallucination/").content.decode()
     assert "on-policy</span>" in listing
+
+
+def test_the_task_api_publishes_each_models_files_and_the_baselines(synced, client):
+    tasks = {t["slug"]: t for t in client.get("/api/v1/tasks", {"category": "hallucination"}).json()}
+    own = tasks[CITY_COUNTRY_ID]
+    assert own["on_policy"] is True and own["text_baselines"][SMOL]["test"]["bow_auroc"] is not None
+    assert {(s["base_model"], s["name"]) for s in own["splits"]} == {
+        (SMOL, n) for n in ("train", "test", "distshift", "holdout_pool")
+    }
+    assert {s["base_model"] for s in tasks["halueval-qa-v1"]["splits"]} == {None}
