@@ -80,7 +80,7 @@ def registry_text_baselines(root: Path, task_ids: list[str] | None = None) -> di
 def text_baselines_write(path: Path, values: dict[str, dict[str, Any]]) -> None:
     """Set ``text_baselines`` of the given tasks in tasks.yaml (after ``templates``); every other
     key and entry is kept (the tasks block is re-serialised as build-data writes it)."""
-    from evaluator.builders.cli import rewrite_tasks
+    from evaluator.builders.common import rewrite_tasks
 
     def edit(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out = []

@@ -162,24 +162,6 @@ def task_entry(meta, splits: dict[str, dict], res: dict | None = None) -> dict[s
     }
 
 
-def rewrite_tasks(path: Path, edit) -> None:
-    """Re-serialise the ``tasks:`` block of tasks.yaml after ``edit(entries) -> entries``; the
-    lines above it (header comments, categories) are kept byte for byte."""
-    text = path.read_text(encoding="utf-8")
-    lines = text.splitlines(keepends=True)
-    starts = [i for i, line in enumerate(lines) if line.startswith("tasks:")]
-    if len(starts) != 1:
-        raise EvaluatorError(f"{path}: expected exactly one top-level 'tasks:' line, found {len(starts)}")
-    entries = edit((yaml.safe_load(text) or {}).get("tasks") or [])
-    body = yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=110, default_flow_style=False)
-    block = (
-        "tasks:\n"
-        "  # Entries of buildable tasks are written by `python -m evaluator build-data`"
-        " (evaluator/builders/).\n" + textwrap.indent(body, "  ")
-    )
-    path.write_text("".join(lines[: starts[0]]) + block, encoding="utf-8")
-
-
 def update_tasks_yaml(path: Path, results: dict[str, dict]) -> None:
     """Replace (or append) the built tasks' entries in the ``tasks:`` list; keep everything else."""
     from evaluator.builders import TASK_IDS

@@ -12,11 +12,14 @@ import hashlib
 import json
 import random
 import re
+import textwrap
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from evaluator.errors import EvaluatorError
 
@@ -262,3 +265,21 @@ def read_split(path: Path) -> list[dict[str, Any]]:
     """Read one committed split file back into dicts."""
     with open(path, encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
+
+
+def rewrite_tasks(path: Path, edit) -> None:
+    """Re-serialise the ``tasks:`` block of tasks.yaml after ``edit(entries) -> entries``; the
+    lines above it (header comments, categories) are kept byte for byte."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.startswith("tasks:")]
+    if len(starts) != 1:
+        raise EvaluatorError(f"{path}: expected exactly one top-level 'tasks:' line, found {len(starts)}")
+    entries = edit((yaml.safe_load(text) or {}).get("tasks") or [])
+    body = yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=110, default_flow_style=False)
+    block = (
+        "tasks:\n"
+        "  # Entries of buildable tasks are written by `python -m evaluator build-data`"
+        " (evaluator/builders/).\n" + textwrap.indent(body, "  ")
+    )
+    path.write_text("".join(lines[: starts[0]]) + block, encoding="utf-8")
