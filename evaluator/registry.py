@@ -153,7 +153,7 @@ class TaskSpec:
 
     def text_baseline(self, model_id: str | None = None, split: str = "test") -> dict[str, Any]:
         """The stored text-only baselines of one split ({} when not computed)."""
-        table = self.text_baselines.get(model_id, {}) if self.on_policy else self.text_baselines
+        table = self.text_baselines.get(model_id or "", {}) if self.on_policy else self.text_baselines
         return dict(table.get(split) or {})
 
     @property
