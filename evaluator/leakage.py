@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.holdouts import read_rows
-from evaluator.registry import Registry
+from evaluator.registry import Registry, TaskSpec
 from evaluator.texts import text_hash
 
 EXAMPLES_KEPT = 10  # overlapping row ids kept as evidence per test split
@@ -50,6 +50,13 @@ class SplitOverlap:
         }
 
 
+def split_files(spec: TaskSpec, split: str) -> list[str]:
+    """The files of one split of a task: one, or one per base model for an on-policy task."""
+    if spec.on_policy:
+        return [s[split].path for _, s in sorted(spec.splits_by_model.items()) if split in s]
+    return [spec.splits[split].path] if split in spec.splits else []
+
+
 def declared_text_sources(
     registry: Registry,
     *,
@@ -63,10 +70,9 @@ def declared_text_sources(
     for task_id in tasks:
         spec = registry.task(task_id)
         for split in splits:
-            if split not in spec.splits:
-                continue
-            for _, h in split_text_hashes(registry.root / spec.splits[split].path):
-                sources.setdefault(h, set()).add(f"{task_id}/{split}")
+            for path in split_files(spec, split):
+                for _, h in split_text_hashes(registry.root / path):
+                    sources.setdefault(h, set()).add(f"{task_id}/{split}")
     for h in text_sha256:
         sources.setdefault(h, set()).add("text_sha256")
     return sources
@@ -83,9 +89,10 @@ def overlapping_test_splits(
     found = []
     wanted = None if tasks is None else set(tasks)
     for task_id, spec in sorted(registry.tasks.items()):
-        if "test" not in spec.splits or (wanted is not None and task_id not in wanted):
+        paths = split_files(spec, "test")
+        if not paths or (wanted is not None and task_id not in wanted):
             continue
-        rows = split_text_hashes(registry.root / spec.splits["test"].path)
+        rows = [row for path in paths for row in split_text_hashes(registry.root / path)]
         shared = [(row_id, h) for row_id, h in rows if h in declared]
         if not shared:
             continue

@@ -249,3 +249,15 @@ def test_regenerated_outputs_that_flip_labels_are_counted(registry):
     assert report["rows"] == len(rows) and report["flipped"] == 1
     assert report["rows_flipped"][0]["id"] == first["id"]
     assert report["share"] == pytest.approx(1 / len(rows))
+
+
+def test_leakage_checks_read_each_models_test_file(registry):
+    from evaluator.leakage import declared_text_sources, overlapping_test_splits
+
+    declared = declared_text_sources(registry, tasks=[CITY_COUNTRY_ID], splits=["test"])
+    [overlap] = overlapping_test_splits(registry, declared, tasks=[CITY_COUNTRY_ID])
+    assert (
+        overlap.rows
+        == overlap.split_rows
+        == registry.task(CITY_COUNTRY_ID).splits_by_model[SMOL]["test"].rows
+    )
