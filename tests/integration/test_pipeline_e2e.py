@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
-from leaderboard.models import EvaluationRun, Score, Submission
+from leaderboard.models import EvaluationRun, RankInterval, Score, Submission
 from leaderboard.services.tokens import api_token_create
 from tests.integration.conftest import submit_dir, wait_for
 
@@ -81,3 +81,14 @@ def test_an_api_submission_is_run_by_a_worker_and_scored_like_the_evaluator(
         assert stored["ece"] == pytest.approx(task.metrics.ece, abs=1e-9)
     assert detail["scores"]["v0.0.1"]["total"] == pytest.approx(score.total)
     assert detail["reproduced"] is True
+
+    # once scored, the worker recomputed the board's rank intervals from the stored per-example scores
+    wait_for(
+        lambda: RankInterval.objects.filter(score=score).exists(),
+        timeout=300,
+        what="the board's rank intervals",
+        workers=[worker],
+    )
+    interval = RankInterval.objects.get(score=score)
+    assert interval.score_lo <= score.total <= interval.score_hi
+    assert (interval.rank, interval.rank_lo, interval.rank_hi, interval.tie_group) == (1, 1, 1, 1)
