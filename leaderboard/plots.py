@@ -152,9 +152,13 @@ def _unit_ticks() -> list[float]:
 
 
 def roc_svg(
-    curves: dict[str, Sequence[Sequence[float]]], *, title: str = "ROC curves (test split)"
+    curves: dict[str, Sequence[Sequence[float]]],
+    *,
+    title: str = "ROC curves (test split)",
+    description: str | None = None,
 ) -> SafeString:
-    """ROC curves, one per task: false-positive rate against true-positive rate."""
+    """ROC curves, one per task (or one per probe on a task, overlaid): false-positive rate
+    against true-positive rate."""
     series = [
         Series(label=label, points=[(float(p[0]), float(p[1])) for p in pts if len(p) >= 2])
         for label, pts in curves.items()
@@ -162,7 +166,8 @@ def roc_svg(
     names = ", ".join(curves) or "no task"
     return line_chart(
         title=title,
-        description=f"ROC curve of the probe on the test split of {names}; the dashed diagonal is chance.",
+        description=description
+        or f"ROC curve of the probe on the test split of {names}; the dashed diagonal is chance.",
         x=Axis("False-positive rate", 0.0, 1.0, _unit_ticks()),
         y=Axis("True-positive rate", 0.0, 1.0, _unit_ticks()),
         series=series,

@@ -357,6 +357,8 @@ def compare(request):
         plots.roc_svg(
             {f"A · {c.a.probe.name}": t.a["roc"], f"B · {c.b.probe.name}": t.b["roc"]},
             title=f"ROC curves on {t.task} (test split)",
+            description=f"ROC curves of {c.a.probe.name} (A) and {c.b.probe.name} (B) on the test split of"
+            f" {t.task}, overlaid; the dashed diagonal is chance.",
         )
         for t in c.tasks
         if t.a and t.b and t.a.get("roc") and t.b.get("roc")
