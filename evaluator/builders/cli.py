@@ -28,10 +28,20 @@ class _Generations:
     """The greedy outputs on-policy builders label rows with: the committed ones
     (``registry/generations/<task>/<model>.jsonl`` under ``root``); missing ones, or all of them with
     ``regenerate``, come from running the model. ``write_to``: where the files used are written
-    (None: a check, which writes nothing and needs every output committed unless regenerating)."""
+    (None: a check, which writes nothing and needs every output committed unless regenerating).
+    ``sample``: a check regenerates only a seeded sample of that many prompts per task and model."""
 
-    def __init__(self, root: Path, *, regenerate: bool, write_to: Path | None, cache_dir: Path | None):
+    def __init__(
+        self,
+        root: Path,
+        *,
+        regenerate: bool,
+        write_to: Path | None,
+        cache_dir: Path | None,
+        sample: int | None = None,
+    ):
         self.root, self.regenerate, self.write_to, self.cache_dir = root, regenerate, write_to, cache_dir
+        self.sample = sample
         self.fresh: dict[tuple[str, str], dict[str, str]] = {}  # regenerated outputs (check)
         self.files: dict[tuple[str, str], dict[str, Any]] = {}  # (task, model) -> {path, sha256}
 
@@ -48,6 +58,12 @@ class _Generations:
         committed = generations_read(self.root / rel)
         missing = [(k, p) for k, p in items if k not in committed or committed[k]["prompt"] != p]
         todo = list(items) if self.regenerate else missing
+        if self.regenerate and self.write_to is None and self.sample and not missing:
+            import random
+
+            todo = random.Random(f"probebench:regenerate:{task_id}:{model_id}").sample(
+                todo, min(self.sample, len(todo))
+            )
         if todo:
             if self.write_to is None and not self.regenerate:
                 raise EvaluatorError(
@@ -223,6 +239,7 @@ def _flipped_labels(task_id: str, model: str, fresh: dict[str, str], splits: dic
     from evaluator.builders.onpolicy import relabel
 
     rows = [r for spec in splits.values() for r in read_split(root / spec["path"])]
+    rows = [r for r in rows if r["id"].removeprefix(f"{task_id}-") in fresh]  # a sample: its rows
     flipped = []
     for row in rows:
         key = row["id"].removeprefix(f"{task_id}-")
@@ -237,7 +254,12 @@ def _flipped_labels(task_id: str, model: str, fresh: dict[str, str], splits: dic
 
 
 def check_tasks(
-    task_ids: list[str], *, root: Path, sources_dir: Path, regenerate: bool = False
+    task_ids: list[str],
+    *,
+    root: Path,
+    sources_dir: Path,
+    regenerate: bool = False,
+    sample: int | None = None,
 ) -> dict[str, Any]:
     """Rebuild into a temp dir; compare bytes with the committed files and with tasks.yaml.
 
@@ -252,7 +274,7 @@ def check_tasks(
     problems: list[str] = []
     checked = 0
     flips: dict[str, dict] = {}
-    generations = _Generations(root, regenerate=regenerate, write_to=None, cache_dir=None)
+    generations = _Generations(root, regenerate=regenerate, write_to=None, cache_dir=None, sample=sample)
     with tempfile.TemporaryDirectory(prefix="pb-check-") as tmp:
         results = build_tasks(
             task_ids, root=root, out_root=Path(tmp), sources_dir=sources_dir, generations=generations
@@ -301,6 +323,13 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         help="on-policy tasks: run the base models again (slow) instead of using the committed"
         " generations; with --check, report the labels that flip and fail above 1%%",
     )
+    p.add_argument(
+        "--sample",
+        type=int,
+        default=None,
+        help="with --check --regenerate: regenerate a seeded sample of N prompts per task and model"
+        " (in other batches than the build's, so with other padding)",
+    )
 
 
 @command("build-data", _build_args)
@@ -315,7 +344,9 @@ def run_build_data(args: argparse.Namespace) -> dict:
     for task_id in task_ids:
         builder(task_id)  # unknown ids fail here with "did you mean"
     if args.check:
-        return check_tasks(task_ids, root=root, sources_dir=sources_dir, regenerate=args.regenerate)
+        return check_tasks(
+            task_ids, root=root, sources_dir=sources_dir, regenerate=args.regenerate, sample=args.sample
+        )
     generations = _Generations(root, regenerate=args.regenerate, write_to=root, cache_dir=None)
     results = build_tasks(
         task_ids, root=root, out_root=root, sources_dir=sources_dir, generations=generations

@@ -261,3 +261,12 @@ def test_leakage_checks_read_each_models_test_file(registry):
         == overlap.split_rows
         == registry.task(CITY_COUNTRY_ID).splits_by_model[SMOL]["test"].rows
     )
+
+
+def test_a_regenerated_sample_is_judged_on_its_own_rows(registry):
+    task = registry.task(CITY_COUNTRY_ID)
+    splits = {k: {"path": v.path} for k, v in task.splits_by_model[SMOL].items()}
+    rows = _rows(ROOT / splits["test"]["path"])[:3]
+    fresh = {r["id"].removeprefix(f"{CITY_COUNTRY_ID}-"): r["meta"]["output"] for r in rows}
+    report = _flipped_labels(CITY_COUNTRY_ID, SMOL, fresh, splits, ROOT)
+    assert report["rows"] == 3 and report["flipped"] == 0
