@@ -161,3 +161,15 @@ def test_the_task_api_publishes_each_models_files_and_the_baselines(synced, clie
         (SMOL, n) for n in ("train", "test", "distshift", "holdout_pool")
     }
     assert {s["base_model"] for s in tasks["halueval-qa-v1"]["splits"]} == {None}
+
+
+def test_the_cycles_split_check_compares_each_models_files_with_the_database(synced):
+    from evaluator.errors import EvaluatorError
+    from leaderboard.services.reevaluation import _splits_verify
+
+    _splits_verify(synced)  # every file re-hashed, the database mirrors tasks.yaml
+    m.TaskSplit.objects.filter(task_id=CITY_COUNTRY_ID, base_model_id=SMOL, name="test").update(
+        sha256="0" * 64
+    )
+    with pytest.raises(EvaluatorError, match=f"{CITY_COUNTRY_ID}/test.*sync_registry"):
+        _splits_verify(synced)
