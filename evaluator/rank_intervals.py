@@ -4,9 +4,11 @@ A paired, stratified bootstrap over the rows the entries were measured on:
 
 - **Rows.** For every task, the test rows (and, separately, the distshift rows) are drawn again
   with replacement within each label (positives and negatives keep their counts), from a
-  generator seeded by ``(seed, task)``. Every entry measured on that task is scored on the SAME
-  drawn rows (looked up by row id), so differences between entries are paired. Entries on
-  different base models share the task's rows (a row id is the task's, not the model's).
+  generator seeded by ``(seed, task, split, the rows)``. Every entry measured on that task's rows
+  is scored on the SAME drawn rows (looked up by row id), so differences between entries are
+  paired. Entries on different base models share the task's rows (a row id is the task's, not the
+  model's) — except on an on-policy task, whose rows are generated per model: entries scored on
+  different row sets get their own draws and are not paired.
 - **Recomputed on every resample** (what comes from those rows): per-task AUROC, AUROC_ea (the
   base model's eval-awareness reference scores of the drawn rows fix the quintile bins again),
   ECE and AUROC_ds; then the per-task means exactly as ``evaluator.measure.aggregate_measurements``
@@ -98,28 +100,42 @@ class RankInterval:
 # --------------------------------------------------------------------------- row draws
 
 
-def _task_seed(seed: int, task_id: str, split: str) -> np.random.Generator:
-    return np.random.default_rng([seed, zlib.crc32(f"{task_id}/{split}".encode())])
+def _row_groups(
+    per_entry: dict[str, tuple[Sequence[str], Sequence[int] | np.ndarray]],
+    *,
+    seed: int,
+    what: str,
+    n_resamples: int,
+) -> dict[str, tuple[list[str], int, np.ndarray]]:
+    """entry key → (row ids, number of positives, draws) for the entries of one task split.
 
-
-def _common_rows(
-    per_entry: list[tuple[Sequence[str], Sequence[int] | np.ndarray]], what: str
-) -> tuple[list[str], np.ndarray]:
-    """The row ids every entry has (in the first entry's order) and their labels."""
-    ids0, labels0 = per_entry[0]
-    shared = set(ids0)
-    for ids, _ in per_entry[1:]:
-        shared &= set(ids)
-    labels = {}
-    for ids, lab in per_entry:
-        for i, y in zip(ids, np.asarray(lab).tolist(), strict=True):
-            if i in shared and labels.setdefault(i, int(y)) != int(y):
-                raise MetricInputError(f"{what}: row {i} has different labels for different entries")
-    common = [i for i in ids0 if i in shared]
-    y = np.array([labels[i] for i in common], dtype=np.int64)
-    if y.sum() < 1 or y.size - y.sum() < 1:
-        raise MetricInputError(f"{what}: the shared rows do not hold both classes")
-    return common, y
+    Entries scored on the same set of rows (the normal case: a row id is the task's, whatever the
+    base model) form one group and get the same draws: they are paired. An on-policy task's rows
+    are generated per base model, so its entries on different models fall in different groups
+    with their own draws (seeded by the rows themselves): they cannot be paired, and are not.
+    """
+    groups: dict[frozenset, list[str]] = {}
+    for key, (ids, _) in per_entry.items():
+        groups.setdefault(frozenset(ids), []).append(key)
+    out = {}
+    for members in groups.values():
+        ids0, _ = per_entry[members[0]]
+        labels: dict[str, int] = {}
+        for key in members:
+            ids, lab = per_entry[key]
+            for i, y in zip(ids, np.asarray(lab).tolist(), strict=True):
+                if labels.setdefault(i, int(y)) != int(y):
+                    raise MetricInputError(f"{what}: row {i} has different labels for different entries")
+        rows = list(ids0)
+        y = np.array([labels[i] for i in rows], dtype=np.int64)
+        if y.sum() < 1 or y.size - y.sum() < 1:
+            raise MetricInputError(f"{what}: the rows do not hold both classes")
+        digest = zlib.crc32("\n".join(sorted(rows)).encode())
+        rng = np.random.default_rng([seed, zlib.crc32(what.encode()), digest])
+        draws = _draws(y, rng, n_resamples)
+        for key in members:
+            out[key] = (rows, int(y.sum()), draws)
+    return out
 
 
 def _draws(y: np.ndarray, rng: np.random.Generator, n_resamples: int) -> np.ndarray:
@@ -193,23 +209,26 @@ def _task_resamples(
 ) -> dict[str, dict[str, np.ndarray]]:
     """entry key → {"auroc", "ece", "auroc_ea", "auroc_ds"}: "B+1" arrays (row 0 = as stored)."""
     on_task = [e for e in entries if task_id in e.tasks]
-    ids, y = _common_rows(
-        [(e.tasks[task_id].test_ids, e.tasks[task_id].test_labels) for e in on_task], f"task {task_id} test"
+    test_groups = _row_groups(
+        {e.key: (e.tasks[task_id].test_ids, e.tasks[task_id].test_labels) for e in on_task},
+        seed=seed,
+        what=f"task {task_id} test",
+        n_resamples=n_resamples,
     )
-    m = int(y.sum())
-    draws = _draws(y, _task_seed(seed, task_id, "test"), n_resamples)
-    with_ds = [e for e in on_task if e.tasks[task_id].distshift_ids is not None]
-    ds_draws = ds_ids = None
-    if with_ds:
-        ds_ids, ds_y = _common_rows(
-            [(e.tasks[task_id].distshift_ids, e.tasks[task_id].distshift_labels) for e in with_ds],
-            f"task {task_id} distshift",
-        )
-        ds_m = int(ds_y.sum())
-        ds_draws = _draws(ds_y, _task_seed(seed, task_id, "distshift"), n_resamples)
+    ds_groups = _row_groups(
+        {
+            e.key: (e.tasks[task_id].distshift_ids, e.tasks[task_id].distshift_labels)
+            for e in on_task
+            if e.tasks[task_id].distshift_ids is not None
+        },
+        seed=seed,
+        what=f"task {task_id} distshift",
+        n_resamples=n_resamples,
+    )
     out = {}
     for e in on_task:
         rows = e.tasks[task_id]
+        ids, m, draws = test_groups[e.key]
         position = {i: k for k, i in enumerate(rows.test_ids)}
         take = np.array([position[i] for i in ids])
         s = np.asarray(rows.test_scores, dtype=np.float64)[take][draws]
@@ -223,7 +242,8 @@ def _task_resamples(
                 )
             r = np.array([rows.ea_reference[i] for i in ids], dtype=np.float64)[draws]
             res["auroc_ea"] = _auroc_ea_rows(s, r, m)
-        if rows.distshift_ids is not None:
+        if e.key in ds_groups:
+            ds_ids, ds_m, ds_draws = ds_groups[e.key]
             ds_pos = {i: k for k, i in enumerate(rows.distshift_ids)}
             ds_take = np.array([ds_pos[i] for i in ds_ids])
             ds_s = np.asarray(rows.distshift_scores, dtype=np.float64)[ds_take][ds_draws]
