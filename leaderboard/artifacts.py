@@ -65,20 +65,30 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def artifact_store(data: bytes, sha256: str) -> tuple[str, bool]:
     """Write ``data`` under its content hash; return (relative path, created).
 
     Idempotent and safe under concurrency: the bytes go to a private temporary file that is
     atomically renamed onto the final path, so a concurrent writer of the same content either
-    finds the complete file or replaces it with identical bytes.
+    finds the complete file or replaces it with identical bytes. A file found at the path is
+    reused only if its content hashes to its name (a file damaged on disk is rewritten).
     """
     relpath = artifact_relpath(sha256)
     final = artifact_abspath(relpath)
     try:
-        if final.stat().st_size == len(data):
+        if final.stat().st_size == len(data) and _file_sha256(final) == sha256:
             return relpath, False
     except FileNotFoundError:
         pass
+    # absent, or changed on disk since it was stored: (re)write the right bytes
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=TEMP_PREFIX, suffix=".tmp")
     try:

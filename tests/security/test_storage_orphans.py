@@ -49,3 +49,15 @@ def test_storing_the_same_bytes_twice_keeps_one_intact_file(settings):
     assert (first, created, created_again) == (second, True, False)
     assert artifact_abspath(first).read_bytes() == data
     assert not [p for p in artifact_abspath(first).parent.iterdir() if p.name.startswith(".upload-")]
+
+
+def test_a_stored_file_damaged_on_disk_is_rewritten_by_the_next_upload_of_its_bytes(settings):
+    data = linear_probe_bytes(seed=45)
+    relpath, _ = artifact_store(data, sha256_bytes(data))
+    damaged = bytearray(data)
+    damaged[-1] ^= 0x01  # same size, other content
+    artifact_abspath(relpath).write_bytes(bytes(damaged))
+
+    again, created = artifact_store(data, sha256_bytes(data))
+    assert (again, created) == (relpath, True)
+    assert artifact_abspath(relpath).read_bytes() == data
