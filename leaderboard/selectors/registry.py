@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Prefetch
 
-from evaluator.registry import COMPONENTS
+from evaluator.registry import COMPONENTS, load_registry
 from leaderboard.models import (
     BaseModel,
     Category,
@@ -184,4 +185,6 @@ def methodology() -> dict:
         "components": rows,
         "licenses": list(License.objects.order_by("-score", "spdx_id")),
         "policy": POLICY,
+        # the tolerances and settings are the protocol file's, never written in the template
+        "protocol": load_registry(settings.REGISTRY_ROOT).protocol(),
     }

@@ -106,3 +106,24 @@ def test_the_methodology_page_renders_weights_and_licenses_from_the_rows(client,
     for name in ("Component cap", "License floor", "Silence costs", "Quarterly re-evaluation"):
         assert name in html
     assert "more than 5 AUROC points" in html and "more than 10" in html
+
+
+def test_the_methodology_page_states_the_protocol_file_tolerances(client, registry, settings, tmp_path):
+    """The tolerances shown are read from registry/protocols/<id>.yaml: change the file, the page follows."""
+    import shutil
+
+    source = settings.REGISTRY_ROOT
+    root = tmp_path / "registry-root"
+    (root / "registry").mkdir(parents=True)
+    shutil.copy(source / "tasks.yaml", root / "tasks.yaml")
+    for entry in (source / "registry").iterdir():
+        if entry.name != "protocols":
+            (root / "registry" / entry.name).symlink_to(entry)
+    shutil.copytree(source / "registry" / "protocols", root / "registry" / "protocols")
+    protocol = root / "registry" / "protocols" / "p1.yaml"
+    protocol.write_text(protocol.read_text().replace("auroc: 0.002", "auroc: 0.0037"))
+    html = client.get(reverse("leaderboard:methodology")).content.decode()
+    assert "Measurement protocol p1" in html and "AUROC 0.002" in html
+    settings.REGISTRY_ROOT = root
+    html = client.get(reverse("leaderboard:methodology")).content.decode()
+    assert "AUROC 0.0037" in html and "AUROC 0.002," not in html
