@@ -241,6 +241,9 @@ class SteeringSettings:
     random_directions: int  # K seeded random unit directions to compare with (≥ 16)
     examples: int  # default size of the seeded, balanced subset of test rows
     seed: int  # the subset and the random directions
+    #: ablation is judged only where the unsteered readout's AUROC reaches this: a readout at chance
+    #: cannot drop, and a tiny random spread would turn noise into a large z
+    ablation_min_readout_auroc: float
 
 
 @dataclass(frozen=True)
@@ -761,17 +764,28 @@ def load_protocol(path: Path) -> Protocol:
     steering = None
     if data.get("steering") is not None:
         st = data["steering"]
-        _require(st, ("alpha_multiple", "random_directions", "examples", "seed"), f"{where}: steering")
+        _require(
+            st,
+            ("alpha_multiple", "random_directions", "examples", "seed", "ablation_min_readout_auroc"),
+            f"{where}: steering",
+        )
         _number(st["alpha_multiple"], f"{where}: steering.alpha_multiple")
         if _number(st["random_directions"], f"{where}: steering.random_directions", integer=True) < 16:
             raise RegistryError(f"{where}: steering.random_directions must be at least 16")
         _number(st["examples"], f"{where}: steering.examples", integer=True)
         _number(st["seed"], f"{where}: steering.seed", integer=True, positive=False)
+        if (
+            not 0.5
+            <= _number(st["ablation_min_readout_auroc"], f"{where}: steering.ablation_min_readout_auroc")
+            <= 1
+        ):
+            raise RegistryError(f"{where}: steering.ablation_min_readout_auroc must be in [0.5, 1]")
         steering = SteeringSettings(
             alpha_multiple=float(st["alpha_multiple"]),
             random_directions=int(st["random_directions"]),
             examples=int(st["examples"]),
             seed=int(st["seed"]),
+            ablation_min_readout_auroc=float(st["ablation_min_readout_auroc"]),
         )
     return Protocol(
         id=pid,

@@ -21,7 +21,9 @@ decoder block's output; layer 0: the embedding output), at every position:
 Both are repeated along K seeded random unit directions (the same α): ``utility_z`` =
 (effect − random mean) / random sd (the sd floored at 1e-9 for addition and at one AUROC step,
 1/(n_pos·n_neg), for ablation, so that K identical random effects give a finite z). A task's
-``utility_z`` is the mean of the two; ``direction_utility`` is the mean over the tasks with a
+``utility_z`` is the mean of the two, or the addition's alone where the unsteered readout's AUROC is
+below the protocol's ``ablation_min_readout_auroc`` (a readout at chance cannot drop; ablation is
+then reported with ``judged: false`` and no ``utility_z``); ``direction_utility`` is the mean over the tasks with a
 readout. Tasks without one are n/a, never imputed. The settings are the protocol's ``steering``
 section (registry/protocols/p1.yaml); the numerics are the protocol's (float32).
 
@@ -380,7 +382,14 @@ def steer_task(
     ablation = _zscore(drop, drop_random, 1.0 / (n_pos * n_neg)) | {
         "auroc_before": base_auroc,
         "auroc_after": auroc_after,
+        "judged": base_auroc >= settings.ablation_min_readout_auroc,
     }
+    if not ablation["judged"]:
+        ablation["reason"] = (
+            f"readout AUROC {base_auroc:.3f} below {settings.ablation_min_readout_auroc:g}: nothing to drop"
+        )
+        ablation["utility_z"] = None
+    judged = [z for z in (addition["utility_z"], ablation["utility_z"]) if z is not None]
     progress(1.0, "steer")
     return {
         "task": task.id,
@@ -395,7 +404,7 @@ def steer_task(
         },
         "addition": addition,
         "ablation": ablation,
-        "utility_z": (addition["utility_z"] + ablation["utility_z"]) / 2,
+        "utility_z": sum(judged) / len(judged),
         "layer": layer,
         "example_ids": [rows.ids[i] for i in chosen],
         "seconds": time.perf_counter() - start,

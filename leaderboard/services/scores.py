@@ -90,8 +90,8 @@ def steer_summary(runs: list[EvaluationRun]) -> dict[str, Any]:
             "n": result["readout"]["n"],
             **{
                 kind: {
-                    k: result[kind][k]
-                    for k in ("effect", "random_mean", "random_sd", "utility_z", "random_effects")
+                    k: result[kind].get(k)
+                    for k in ("effect", "random_mean", "random_sd", "utility_z", "random_effects", "reason")
                 }
                 for kind in ("addition", "ablation")
             },
