@@ -209,35 +209,6 @@ def multipart_encode(fields: dict[str, str], files: dict[str, tuple[str, bytes]]
     return bytes(out), f"multipart/form-data; boundary={boundary}"
 
 
-class _Bar:
-    """A tqdm bar on stderr (hidden off a TTY) over a fraction in [0, 1]."""
-
-    def __init__(self, desc: str):
-        from tqdm import tqdm
-
-        self.bar = tqdm(
-            total=1000,
-            desc=desc,
-            file=sys.stderr,
-            disable=None,
-            leave=False,
-            bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed}",
-        )
-        self.done = 0
-
-    def __call__(self, fraction: float, step: str) -> None:
-        target = int(round(1000 * min(max(fraction, 0.0), 1.0)))
-        self.bar.set_description_str(step[:48], refresh=False)
-        if target > self.done:
-            self.bar.update(target - self.done)
-            self.done = target
-        else:
-            self.bar.refresh()
-
-    def close(self) -> None:
-        self.bar.close()
-
-
 # --------------------------------------------------------------------------- submit
 
 
@@ -275,7 +246,9 @@ def submission_wait(
 ) -> dict[str, Any]:
     """Poll the submission until it is final; a progress bar on stderr shows its step."""
     url = f"{server}/api/v1/submissions/{submission_id}"
-    bar = _Bar(f"submission {submission_id}")
+    from evaluator.train_cli import ProgressBar
+
+    bar = ProgressBar(f"submission {submission_id}")
     deadline = time.monotonic() + timeout
     try:
         while True:

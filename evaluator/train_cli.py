@@ -47,6 +47,8 @@ class ProgressBar:
         if target > self.done:
             self.bar.update(target - self.done)
             self.done = target
+        else:  # waiting (a polled submission): keep the elapsed time moving
+            self.bar.refresh()
 
     def close(self) -> None:
         self.bar.close()
