@@ -379,6 +379,18 @@ def json_list(raw, n: int) -> list:
     return list(values[:n]) + [None] * (n - len(values))
 
 
+def board_filters(query: BoardQuery, *, via: str = "") -> Q:
+    """The board's filters (category, base model, license, status) as one condition on probe
+    versions, or on rows that reach them through ``via`` (``"probe_version__"`` for Scores)."""
+    fields = {
+        "probe__category_id": query.category,
+        "probe__base_model_id": query.model,
+        "license_id": query.license,
+        "probe__status": query.status,
+    }
+    return Q(**{f"{via}{name}": value for name, value in fields.items() if value})
+
+
 def board_rows(
     *, spec: WeightsSpec, query: BoardQuery, slugs: list[str] | None = None, values: bool = False
 ) -> list[BoardRow]:
@@ -391,15 +403,7 @@ def board_rows(
     :func:`board_details_attach`: decoding every row's JSON would dominate the page.
     """
     values = values or query.measured_only or query.sort in (*COMPONENTS, "measured")
-    qs = ProbeVersion.objects.filter(submission__status=SCORED)
-    if query.category:
-        qs = qs.filter(probe__category_id=query.category)
-    if query.model:
-        qs = qs.filter(probe__base_model_id=query.model)
-    if query.license:
-        qs = qs.filter(license_id=query.license)
-    if query.status:
-        qs = qs.filter(probe__status=query.status)
+    qs = ProbeVersion.objects.filter(board_filters(query), submission__status=SCORED)
     if slugs is not None:
         qs = qs.filter(probe__slug__in=slugs)
     leakage = LeakageRecord.objects.filter(
@@ -627,15 +631,9 @@ class RankedRows(Sequence):
     def _entries(self):
         """The board's entries: latest public version per probe with a Score under the spec."""
         q, spec = self.query, self.spec
-        qs = Score.objects.filter(spec=spec, probe_version__submission__status=SCORED)
-        if q.category:
-            qs = qs.filter(probe_version__probe__category_id=q.category)
-        if q.model:
-            qs = qs.filter(probe_version__probe__base_model_id=q.model)
-        if q.license:
-            qs = qs.filter(probe_version__license_id=q.license)
-        if q.status:
-            qs = qs.filter(probe_version__probe__status=q.status)
+        qs = Score.objects.filter(
+            board_filters(q, via="probe_version__"), spec=spec, probe_version__submission__status=SCORED
+        )
         newer = ProbeVersion.objects.filter(
             probe_id=OuterRef("probe_version__probe_id"),
             number__gt=OuterRef("probe_version__number"),
