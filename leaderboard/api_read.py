@@ -33,6 +33,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluator.registry import COMPONENTS
+from leaderboard.models import holdouts_map
 from leaderboard.presentation import POLICY
 from leaderboard.selectors.board import (
     BOARD_STATUSES,
@@ -777,7 +778,10 @@ class CycleDetailOutput(serializers.Serializer):
     error = serializers.CharField()
     started_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
-    holdouts = serializers.DictField(help_text="task → the holdout minted this quarter (path, rows, sha256)")
+    holdouts = serializers.DictField(
+        help_text="task → the holdout minted this quarter (path, rows, sha256);"
+        " an on-policy task's per base model: {by_model: {model → holdout}}"
+    )
     progress = inline_serializer(
         "CycleProgress",
         fields={
@@ -792,10 +796,7 @@ class CycleDetailOutput(serializers.Serializer):
 
 def _public_holdouts(holdouts: dict) -> dict:
     """The minted holdouts without their item ids (the holdout stays unseen by submitters)."""
-    return {
-        task: {k: v for k, v in (entry or {}).items() if k != "ids"} if isinstance(entry, dict) else entry
-        for task, entry in (holdouts or {}).items()
-    }
+    return holdouts_map(holdouts, lambda entry: {k: v for k, v in entry.items() if k != "ids"})
 
 
 @public_read

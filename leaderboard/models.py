@@ -329,7 +329,9 @@ class ReevaluationCycle(models.Model):
     quarter = models.CharField(max_length=6, unique=True, help_text="e.g. 2026Q4")
     triggered_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
-    #: task slug → {"path", "rows", "sha256", "ids"}: the holdout minted for this quarter
+    #: task slug → {"path", "rows", "sha256", "ids", ...}: the holdout minted for this quarter; an
+    #: on-policy task's entry is {"by_model": {base model id → that entry}}, one holdout per base
+    #: model minted from that model's pool (read them with ``holdout_for`` / ``holdout_files``)
     holdouts = models.JSONField(default=dict)
     #: the public diff: entries with drop > 5 points, deprecations, stability changes
     diff = models.JSONField(default=dict, blank=True)
@@ -345,6 +347,55 @@ class ReevaluationCycle(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("leaderboard:reevaluation", args=[self.quarter])
+
+    def holdout_for(self, task_id: str, base_model_id: str | None) -> dict | None:
+        """The holdout a probe on ``base_model_id`` is measured on for ``task_id`` this quarter:
+        the task's holdout, or for an on-policy task that model's own (None where none was minted)."""
+        return holdout_entry(self.holdouts, task_id, base_model_id)
+
+    def holdout_files(self) -> list[dict]:
+        """Every minted holdout file, one row each: {"task", "base_model" ("" unless on-policy),
+        and the entry's fields}, by task then model."""
+        return [
+            {"task": task, "base_model": model, **entry}
+            for task, model, entry in holdout_items(self.holdouts)
+        ]
+
+
+def holdout_entry(holdouts: dict, task_id: str, base_model_id: str | None) -> dict | None:
+    """See :meth:`ReevaluationCycle.holdout_for` (``holdouts``: a cycle's ``holdouts`` field)."""
+    entry = (holdouts or {}).get(task_id)
+    if not isinstance(entry, dict):
+        return None
+    if "by_model" in entry:
+        found = entry["by_model"].get(base_model_id or "")
+        return found if isinstance(found, dict) else None
+    return entry
+
+
+def holdouts_map(holdouts: dict, fn) -> dict:
+    """A cycle's ``holdouts`` in the same shape with ``fn(entry)`` for each minted entry (what is
+    published of it: no item ids)."""
+    out: dict[str, dict] = {}
+    for task, model, entry in holdout_items(holdouts):
+        if model:
+            out.setdefault(task, {"by_model": {}})["by_model"][model] = fn(entry)
+        else:
+            out[task] = fn(entry)
+    return out
+
+
+def holdout_items(holdouts: dict) -> list[tuple[str, str, dict]]:
+    """(task, base model or "", entry) for every minted holdout file of a cycle's ``holdouts``."""
+    items = []
+    for task, entry in sorted((holdouts or {}).items()):
+        if not isinstance(entry, dict):
+            continue
+        if "by_model" in entry:
+            items += [(task, model, e) for model, e in sorted(entry["by_model"].items())]
+        else:
+            items.append((task, "", entry))
+    return items
 
 
 class CycleResult(models.Model):

@@ -301,9 +301,12 @@ def _holdout(run: EvaluationRun, progress: Progress) -> RunOutcome:
     """Score the probe on the cycle's minted holdout (the file is re-hashed against the cycle)."""
     from evaluator.evaluate import execute_run
 
-    holdout = run.cycle.holdouts.get(run.task_id)
+    # an on-policy task's holdout is per base model: the probe's own model's
+    holdout = run.cycle.holdout_for(run.task_id, run.base_model_id)
     if holdout is None:
-        raise EvaluatorError(f"cycle {run.cycle.quarter} has no holdout for {run.task_id}")
+        raise EvaluatorError(
+            f"cycle {run.cycle.quarter} has no holdout for {run.task_id} on {run.base_model_id}"
+        )
     probe = probe_for(run.probe_version)
     lm = loaded_model(probe.base_model)
     result = execute_run(

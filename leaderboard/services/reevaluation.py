@@ -29,7 +29,17 @@ from evaluator.holdouts import mint_holdout, quarter_validate, read_rows
 from evaluator.leakage import split_text_hashes
 from evaluator.registry import Registry
 from leaderboard.errors import Conflict, ServiceError
-from leaderboard.models import CycleResult, EvaluationRun, Probe, ReevaluationCycle, Task, TaskSplit
+from leaderboard.models import (
+    CycleResult,
+    EvaluationRun,
+    Probe,
+    ReevaluationCycle,
+    Task,
+    TaskSplit,
+    holdout_entry,
+    holdout_items,
+    holdouts_map,
+)
 from leaderboard.policy import DEPRECATE_POINTS, DIFF_POINTS, LEAKAGE_POINTS, STABILITY_MIN_QUARTERS
 from leaderboard.registry_sync import registry_load
 from leaderboard.selectors.shared import scored_versions
@@ -55,8 +65,10 @@ def outcome_for(drop_points: float) -> str:
     return Outcome.HELD
 
 
-def holdout_path(quarter: str, task_id: str) -> Path:
-    return Path(settings.DATA_DIR) / "holdouts" / quarter / f"{task_id}.jsonl"
+def holdout_path(quarter: str, task_id: str, base_model_id: str = "") -> Path:
+    """holdouts/<quarter>/<task>.jsonl; an on-policy task's per model: <task>/<model>.jsonl"""
+    base = Path(settings.DATA_DIR) / "holdouts" / quarter
+    return base / task_id / f"{base_model_id}.jsonl" if base_model_id else base / f"{task_id}.jsonl"
 
 
 # --------------------------------------------------------------------------- starting a cycle
@@ -168,45 +180,72 @@ def _splits_verify(registry: Registry) -> None:
 
 def _holdouts_mint(*, registry: Registry, cycle: ReevaluationCycle) -> dict[str, dict[str, Any]]:
     """Mint and write each active task's holdout, avoiding the rows of earlier quarters' holdouts
-    and any text of the task's train/test/distshift splits."""
-    used: dict[str, set[str]] = defaultdict(set)
+    and any text of the task's train/test/distshift splits.
+
+    An on-policy task's labels are each base model's own behaviour, so it has one pool per model
+    (``splits_by_model``): one holdout per model is minted from that model's pool (avoiding that
+    model's other splits and its earlier holdouts), stored under the task as
+    ``{"by_model": {model: entry}}``; a probe is measured on its own model's
+    (``ReevaluationCycle.holdout_for``).
+    """
+    used: dict[tuple[str, str], set[str]] = defaultdict(set)
     for earlier in Cycle.objects.exclude(pk=cycle.pk).exclude(status=Cycle.Status.FAILED):
-        for task_id, h in earlier.holdouts.items():
-            used[task_id].update(h.get("ids", []))
+        for task_id, model, h in holdout_items(earlier.holdouts):
+            used[(task_id, model)].update(h.get("ids", []))
     holdouts: dict[str, dict[str, Any]] = {}
     for task in Task.objects.filter(status=Task.Status.ACTIVE).order_by("slug"):
         spec = registry.task(task.slug)
-        if spec.on_policy:
-            # per-model holdouts are not minted yet: an on-policy task's pools are per base model
-            log.info("cycle %s: no holdout minted for on-policy task %s", cycle.quarter, task.slug)
+        if not spec.on_policy:
+            holdouts[task.slug] = _holdout_mint(registry, cycle, task.slug, "", spec.splits, used)
             continue
-        forbidden = {
-            h
-            for name, split in spec.splits.items()
-            if name != "holdout_pool"
-            for _, h in split_text_hashes(registry.root / split.path)
+        by_model = {
+            model: _holdout_mint(registry, cycle, task.slug, model, splits, used)
+            for model, splits in sorted(spec.splits_by_model.items())
+            if "holdout_pool" in splits
         }
-        pool = read_rows(registry.root / spec.splits["holdout_pool"].path)
-        h = mint_holdout(
-            task_id=task.slug,
-            quarter=cycle.quarter,
-            pool=pool,
-            used_ids=used[task.slug],
-            size=settings.HOLDOUT_SIZE,
-            forbidden_texts=forbidden,
-        )
-        path = holdout_path(cycle.quarter, task.slug)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(h.to_bytes())
-        holdouts[task.slug] = {
-            "path": str(path.relative_to(settings.DATA_DIR)),
-            "rows": len(h.rows),
-            "sha256": h.sha256,
-            "ids": h.ids,
-            "reused_rows": h.reused_rows,
-            "pool_sha256": spec.splits["holdout_pool"].sha256,
-        }
+        if by_model:
+            holdouts[task.slug] = {"by_model": by_model}
+        else:
+            log.info("cycle %s: on-policy task %s has no model with a holdout pool", cycle.quarter, task.slug)
     return holdouts
+
+
+def _holdout_mint(
+    registry: Registry,
+    cycle: ReevaluationCycle,
+    task_id: str,
+    model: str,
+    splits: dict,
+    used: dict[tuple[str, str], set[str]],
+) -> dict[str, Any]:
+    """Mint one holdout from ``splits["holdout_pool"]`` (a task's, or one base model's splits of
+    an on-policy task, ``model`` naming it), write it, and return its cycle entry."""
+    forbidden = {
+        h
+        for name, split in splits.items()
+        if name != "holdout_pool"
+        for _, h in split_text_hashes(registry.root / split.path)
+    }
+    pool_spec = splits["holdout_pool"]
+    h = mint_holdout(
+        task_id=task_id,
+        quarter=cycle.quarter,
+        pool=read_rows(registry.root / pool_spec.path),
+        used_ids=used[(task_id, model)],
+        size=settings.HOLDOUT_SIZE,
+        forbidden_texts=forbidden,
+    )
+    path = holdout_path(cycle.quarter, task_id, model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(h.to_bytes())
+    return {
+        "path": str(path.relative_to(settings.DATA_DIR)),
+        "rows": len(h.rows),
+        "sha256": h.sha256,
+        "ids": h.ids,
+        "reused_rows": h.reused_rows,
+        "pool_sha256": pool_spec.sha256,
+    }
 
 
 @transaction.atomic
@@ -222,6 +261,8 @@ def _runs_plan(*, cycle: ReevaluationCycle, holdouts: dict, dispatch: bool) -> l
             cycle=cycle, probe_version=version, reference_auroc=version.reference_auroc
         )
         for task in tasks_by_category[version.probe.category_id]:
+            if holdout_entry(holdouts, task.slug, version.probe.base_model_id) is None:
+                continue  # an on-policy task without this model's behaviour (the encoder): not measured
             runs.append(
                 Run.objects.create(
                     probe_version=version,
@@ -296,10 +337,7 @@ def _cycle_results_apply(cycle: ReevaluationCycle) -> None:
             "leakage_points": LEAKAGE_POINTS,
             "stability_min_quarters": STABILITY_MIN_QUARTERS,
         },
-        "holdouts": {
-            k: {"rows": v["rows"], "sha256": v["sha256"], "reused_rows": v.get("reused_rows", 0)}
-            for k, v in cycle.holdouts.items()
-        },
+        "holdouts": _public_holdouts(cycle.holdouts),
         "counts": {
             o: sum(e["outcome"] == o for e in entries) for o in Outcome.values if o != Outcome.PENDING
         },
@@ -365,11 +403,22 @@ def _result_apply(cycle: ReevaluationCycle, result: CycleResult, per_task: dict[
                 "test_auroc": reference,
                 "holdout_auroc": holdout,
                 "holdout_per_task": per_task,
-                "holdouts": {t: cycle.holdouts[t]["sha256"] for t in per_task if t in cycle.holdouts},
+                "holdouts": {
+                    t: h["sha256"]
+                    for t in per_task
+                    if (h := cycle.holdout_for(t, version.probe.base_model_id)) is not None
+                },
             },
         )
         entry["leakage_record"] = record.pk
     return entry
+
+
+def _public_holdouts(holdouts: dict) -> dict:
+    """Each holdout's rows, SHA-256 and reused rows (an on-policy task's per base model)."""
+    return holdouts_map(
+        holdouts, lambda v: {"rows": v["rows"], "sha256": v["sha256"], "reused_rows": v.get("reused_rows", 0)}
+    )
 
 
 def _public(entry: dict) -> dict:

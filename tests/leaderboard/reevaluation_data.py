@@ -56,7 +56,7 @@ def finish_holdout_runs(cycle: m.ReevaluationCycle, holdout_auroc: dict[str, flo
             m.EvaluationRun.objects.filter(pk=run.pk).update(
                 status=m.EvaluationRun.Status.SUCCEEDED,
                 example_scores=synthetic_scores(value),
-                split_sha256=cycle.holdouts[run.task_id]["sha256"],
+                split_sha256=cycle.holdout_for(run.task_id, run.base_model_id)["sha256"],
             )
 
 

@@ -37,9 +37,10 @@ class Command(BaseCommand):
             f"cycle {cycle.quarter} started by {user.username}: {len(cycle.holdouts)} holdout(s) minted,"
             f" {runs} run(s) queued"
         )
-        for task_id, h in sorted(cycle.holdouts.items()):
+        for h in cycle.holdout_files():
             reused = f" ({h['reused_rows']} reused: the pool is spent)" if h.get("reused_rows") else ""
-            self.stdout.write(f"  {task_id}: {h['rows']} rows, sha256 {h['sha256']}{reused}")
+            name = f"{h['task']} on {h['base_model']}" if h["base_model"] else h["task"]
+            self.stdout.write(f"  {name}: {h['rows']} rows, sha256 {h['sha256']}{reused}")
         for old in Task.objects.filter(
             status=Task.Status.ACTIVE, superseded_by__isnull=False, slug__in=cycle.holdouts
         ):
