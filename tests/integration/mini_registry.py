@@ -41,21 +41,28 @@ def build_mini_registry(
         if entry["id"] not in task_ids:
             continue
         entry = dict(entry, card="")
-        for split, spec in entry["splits"].items():
-            rows = [
-                json.loads(line) for line in (ROOT / spec["path"]).read_text().splitlines() if line.strip()
-            ]
-            rows = _subsample(rows, sizes[split])
-            path = dest / spec["path"]
-            path.parent.mkdir(parents=True, exist_ok=True)
-            payload = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows).encode()
-            path.write_bytes(payload)
-            entry["splits"][split] = {
-                "path": spec["path"],
-                "rows": len(rows),
-                "sha256": hashlib.sha256(payload).hexdigest(),
+        if entry.get("on_policy"):  # one set of split files per base model
+            entry["splits_by_model"] = {
+                model: _write_splits(dest, splits, sizes)
+                for model, splits in entry["splits_by_model"].items()
             }
+        else:
+            entry["splits"] = _write_splits(dest, entry["splits"], sizes)
         tasks.append(entry)
     data["tasks"] = tasks
     (dest / "tasks.yaml").write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     return dest
+
+
+def _write_splits(dest: Path, splits: dict, sizes: dict[str, int]) -> dict:
+    """Write the first rows of each label of every split under ``dest``; their new entries."""
+    out = {}
+    for split, spec in splits.items():
+        rows = [json.loads(line) for line in (ROOT / spec["path"]).read_text().splitlines() if line.strip()]
+        rows = _subsample(rows, sizes[split])
+        path = dest / spec["path"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        payload = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows).encode()
+        path.write_bytes(payload)
+        out[split] = {"path": spec["path"], "rows": len(rows), "sha256": hashlib.sha256(payload).hexdigest()}
+    return out
