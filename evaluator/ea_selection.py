@@ -76,8 +76,9 @@ class Candidate:
         }
 
     def label(self) -> str:
-        hp = ", ".join(f"{k}={v}" for k, v in sorted(self.hyperparameters.items()))
-        return f"{self.method}{f' ({hp})' if hp else ''} at {self.position}"
+        hp = ", ".join(f"{k} = {v}" for k, v in sorted(self.hyperparameters.items()))
+        where = {"last_token": "the last-token residual", "mean": "the mean-pooled residual"}
+        return f"{self.method}{f' ({hp})' if hp else ''} on {where.get(self.position, self.position)}"
 
 
 def parse_selection(raw: Any, where: str) -> tuple[Candidate, ...]:

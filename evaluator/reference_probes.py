@@ -53,6 +53,7 @@ from evaluator.registry import EVAL_AWARENESS
 
 if TYPE_CHECKING:  # pragma: no cover
     from evaluator.activations import ActivationCache, HarvestConfig, Progress, SplitActivations
+    from evaluator.ea_selection import Candidate, SelectionResult
     from evaluator.models import LoadedModel
     from evaluator.recipes import Recipe
     from evaluator.registry import Registry
@@ -110,6 +111,11 @@ class ReferenceEntry:
     recipe: dict[str, Any]  # method, task, position, input, hyperparameters, seed (no layer)
     layers: tuple[int, ...] | None = None  # sweep candidates; None = every layer 0..n_layers
     folds: int = SWEEP_FOLDS
+    #: the slug of the eval-awareness reference probe this one replaces (kept as a record)
+    replaces: str = ""
+    #: held-out-format selection (evaluator.ea_selection): the method/position candidates; the
+    #: recipe then names only task, input and seed
+    candidates: tuple[Candidate, ...] | None = None
 
     @property
     def task(self) -> str:
@@ -117,7 +123,7 @@ class ReferenceEntry:
 
     @property
     def method(self) -> str:
-        return str(self.recipe["method"])
+        return str(self.recipe.get("method") or "selected")
 
     def directory(self, root: Path) -> Path:
         return root / self.path
@@ -125,11 +131,22 @@ class ReferenceEntry:
     def candidate_layers(self, n_layers: int) -> list[int]:
         return list(self.layers) if self.layers is not None else list(range(n_layers + 1))
 
-    def recipe_at(self, layer: int, registry: Registry) -> Recipe:
-        """The validated recipe at ``layer``."""
+    def recipe_at(self, layer: int, registry: Registry, candidate: Candidate | None = None) -> Recipe:
+        """The validated recipe at ``layer`` (with a selection candidate's method, hyperparameters
+        and position)."""
         from evaluator.recipes import Recipe
 
-        return Recipe.from_dict({**self.recipe, "layer": layer}, registry=registry)
+        chosen = candidate.to_dict() if candidate is not None else {}
+        return Recipe.from_dict({**self.recipe, **chosen, "layer": layer}, registry=registry)
+
+    def candidate_of(self, recipe: dict[str, Any]) -> Candidate | None:
+        """The selection candidate a recorded recipe is (None for a layer-sweep entry)."""
+        for c in self.candidates or ():
+            if (c.method, c.position) == (recipe.get("method"), recipe.get("position")) and all(
+                recipe.get("hyperparameters", {}).get(k) == v for k, v in c.hyperparameters.items()
+            ):
+                return c
+        return None
 
 
 _ENTRY_KEYS = {
@@ -143,6 +160,8 @@ _ENTRY_KEYS = {
     "recipe",
     "layers",
     "folds",
+    "replaces",
+    "selection",
 }
 _RECIPE_KEYS = {"method", "task", "position", "input", "hyperparameters", "seed"}
 
@@ -193,6 +212,16 @@ def load_manifest(registry: Registry, path: str | Path | None = None) -> list[Re
             raise RegistryError(
                 f"{where}: recipe key(s) {', '.join(bad)} not allowed (the sweep sets the layer)"
             )
+        candidates = None
+        if raw.get("selection") is not None:
+            from evaluator.ea_selection import parse_selection
+
+            candidates = parse_selection(raw["selection"], where)
+            chosen_by_rule = sorted(set(recipe) & {"method", "position", "hyperparameters"})
+            if chosen_by_rule:
+                raise RegistryError(
+                    f"{where}: recipe key(s) {', '.join(chosen_by_rule)} are set by the selection"
+                )
         model = registry.model(str(raw["base_model"]))
         layers = raw.get("layers")
         if layers in (None, "all"):
@@ -214,8 +243,17 @@ def load_manifest(registry: Registry, path: str | Path | None = None) -> list[Re
             recipe=recipe,
             layers=layer_tuple,
             folds=int(raw.get("folds") or SWEEP_FOLDS),
+            replaces=str(raw.get("replaces") or ""),
+            candidates=candidates,
         )
-        entry.recipe_at(0, registry)  # method, task, template, hyperparameters valid
+        for candidate in candidates or (None,):
+            entry.recipe_at(0, registry, candidate)  # method, task, template, hyperparameters valid
+        if entry.replaces:
+            old = next((e for e in entries if e.slug == entry.replaces), None)
+            if old is None or old.role != EVAL_AWARENESS or role != EVAL_AWARENESS:
+                raise RegistryError(f"{where}: replaces {entry.replaces}, no earlier eval_awareness entry")
+            if old.base_model != entry.base_model:
+                raise RegistryError(f"{where}: replaces {entry.replaces} of another base model")
         category = registry.task(entry.task).category
         if (role == EVAL_AWARENESS) != (category == EVAL_AWARENESS):
             raise RegistryError(f"{where}: role {role!r} but task {entry.task} is in category {category}")
@@ -223,9 +261,12 @@ def load_manifest(registry: Registry, path: str | Path | None = None) -> list[Re
     ea = [e for e in entries if e.role == EVAL_AWARENESS]
     if entries[: len(ea)] != ea:
         raise RegistryError(f"{path}: the eval_awareness reference probes must come first")
-    ea_models = [e.base_model for e in ea]
+    replaced = [e.replaces for e in ea if e.replaces]
+    if len(set(replaced)) != len(replaced):
+        raise RegistryError(f"{path}: an eval_awareness reference probe is replaced twice")
+    ea_models = [e.base_model for e in ea if e.slug not in replaced]
     if len(set(ea_models)) != len(ea_models):
-        raise RegistryError(f"{path}: more than one eval_awareness reference probe for a base model")
+        raise RegistryError(f"{path}: more than one current eval_awareness reference probe for a base model")
     lacking = sorted({e.base_model for e in entries} - set(ea_models))
     if lacking:
         raise RegistryError(f"{path}: no eval_awareness reference probe for {', '.join(lacking)}")
@@ -233,8 +274,17 @@ def load_manifest(registry: Registry, path: str | Path | None = None) -> list[Re
 
 
 def ea_reference_for(entries: Sequence[ReferenceEntry], base_model: str) -> ReferenceEntry | None:
-    """The eval-awareness reference entry of ``base_model``."""
-    return next((e for e in entries if e.role == EVAL_AWARENESS and e.base_model == base_model), None)
+    """The current eval-awareness reference entry of ``base_model``: the one no later entry
+    ``replaces`` (a replaced one stays in the manifest as a record)."""
+    replaced = {e.replaces for e in entries if e.replaces}
+    return next(
+        (
+            e
+            for e in entries
+            if e.role == EVAL_AWARENESS and e.base_model == base_model and e.slug not in replaced
+        ),
+        None,
+    )
 
 
 def ea_reference_probe_dir(registry: Registry, base_model: str) -> Path | None:
@@ -426,7 +476,7 @@ class TrainedReference:
 
     entry: ReferenceEntry
     recipe: Recipe
-    sweep: SweepResult
+    sweep: SweepResult | SelectionResult  # SelectionResult for a held-out-format selection entry
     tensors: dict[str, np.ndarray]
     metadata: dict[str, Any]
     train_auroc: float
@@ -446,13 +496,14 @@ def layer_sentence(entry: ReferenceEntry, sweep: SweepResult) -> str:
 def build_metadata(
     entry: ReferenceEntry,
     recipe: Recipe,
-    sweep: SweepResult,
+    sweep: SweepResult | SelectionResult,
     registry: Registry,
     declared: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """probe.json: exactly the submission metadata (docs/ARCHITECTURE.md)."""
     task = registry.task(entry.task)
-    description = " ".join(x for x in (entry.description, layer_sentence(entry, sweep)) if x)
+    how = layer_sentence(entry, sweep) if isinstance(sweep, SweepResult) else sweep.sentence(entry.task)
+    description = " ".join(x for x in (entry.description, how) if x)
     return {
         "name": entry.name,
         "category": task.category,
@@ -480,11 +531,16 @@ def train_reference(
     config: HarvestConfig | None = None,
     progress: Progress | None = None,
 ) -> TrainedReference:
-    """Sweep the layers on train, fit the recipe at the chosen layer on the whole train split."""
+    """Sweep the layers on train, fit the recipe at the chosen layer on the whole train split.
+    An entry with a ``selection`` is chosen by evaluator.ea_selection instead."""
     from evaluator.metrics import auroc
     from evaluator.probes import probe_from_tensors
     from evaluator.recipes import fit_recipe
 
+    if entry.candidates:
+        from evaluator.ea_selection import train_selected
+
+        return train_selected(entry, lm, registry, cache=cache, config=config, progress=progress)
     if lm.id != entry.base_model:
         raise EvaluatorError(f"{entry.slug} reads {entry.base_model}, not {lm.id}")
     base = entry.recipe_at(0, registry)
@@ -623,7 +679,7 @@ def write_reference(
         "slug": trained.entry.slug,
         "role": trained.entry.role,
         "artifact_sha256": probe.sha256,
-        "layer_sweep": trained.sweep.to_dict(),
+        ("layer_sweep" if isinstance(trained.sweep, SweepResult) else "selection"): trained.sweep.to_dict(),
         "train_auroc": trained.train_auroc,
         "evaluation": evaluation,
         "environment": environment(),
@@ -796,7 +852,7 @@ def run_reference_probes(args: argparse.Namespace) -> dict[str, Any]:
                 "slug": entry.slug,
                 "base_model": entry.base_model,
                 "task": entry.task,
-                "method": entry.method,
+                "method": trained.recipe.method,
                 "layer": trained.recipe.layer,
                 "cv_auroc": trained.sweep.best,
                 "test_auroc": sidecar["evaluation"]["tasks"][entry.task]["auroc"],

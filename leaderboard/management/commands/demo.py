@@ -13,7 +13,6 @@ Re-running it is safe: a probe whose artifact was already submitted is not submi
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -23,16 +22,13 @@ from pathlib import Path
 
 import yaml
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from leaderboard.artifacts import sha256_bytes
-from leaderboard.errors import ServiceError
-from leaderboard.models import ProbeVersion, Submission
-from leaderboard.services.submissions import submission_create
+from leaderboard.management.commands.install_reference_probes import SYSTEM_USER, submit_entries, system_user
+from leaderboard.models import Submission
 
-SYSTEM_USER = "probebench"
+__all__ = ["SYSTEM_USER", "Command"]
 DONE = (Submission.Status.SCORED, Submission.Status.FAILED, Submission.Status.REJECTED)
 
 
@@ -88,44 +84,10 @@ class Command(BaseCommand):
     # ------------------------------------------------------------------ steps
 
     def _system_user(self):
-        User = get_user_model()
-        user, created = User.objects.get_or_create(username=SYSTEM_USER, defaults={"is_staff": True})
-        if created:
-            user.set_unusable_password()
-            user.save()
-        return user
+        return system_user()
 
     def _submit(self, entries, user) -> list[int]:
-        ids = []
-        root = settings.REGISTRY_ROOT
-        for entry in entries:
-            directory = root / entry["path"]
-            data = (directory / "probe.safetensors").read_bytes()
-            existing = (
-                ProbeVersion.objects.filter(artifact_sha256=sha256_bytes(data))
-                .select_related("submission")
-                .first()
-            )
-            if existing is not None:
-                self.stdout.write(f"  {entry['slug']}: already submitted ({existing.submission.status})")
-                ids.append(existing.submission.pk)
-                continue
-            metadata = json.loads((directory / "probe.json").read_text())
-            try:
-                with open(directory / "probe.safetensors", "rb") as fh:
-                    sub = submission_create(
-                        user=user,
-                        artifact=fh,
-                        metadata=metadata,
-                        via="seed",
-                        is_reference=True,
-                        reference_role=entry.get("role") or "",
-                    )
-            except ServiceError as exc:
-                raise CommandError(f"{entry['slug']}: {exc.message}") from None
-            self.stdout.write(f"  {entry['slug']}: submission {sub.pk}, {sub.runs.count()} run(s) queued")
-            ids.append(sub.pk)
-        return ids
+        return submit_entries(entries, user, settings.REGISTRY_ROOT, write=self.stdout.write)
 
     def _wait(self, ids: list[int], worker: subprocess.Popen) -> None:
         last = ""
