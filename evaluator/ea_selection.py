@@ -20,7 +20,8 @@ The rule (:data:`RULE`, fixed before any distshift number of the new probes was 
   mean held-out log-loss of sigmoid(s) (4 decimals), then the earlier candidate in the manifest's
   order, then the lower layer.
 
-The chosen recipe is then fitted on the whole train split. test and distshift are measured only
+The chosen recipe is then fitted on the whole train split
+(:func:`evaluator.reference_probes.train_selected`). test and distshift are measured only
 afterwards, by the usual evaluation (``reference.json``); they are never read here.
 """
 
@@ -30,7 +31,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,10 +39,7 @@ import numpy as np
 from evaluator.errors import EvaluatorError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from evaluator.activations import ActivationCache, HarvestConfig, Progress
-    from evaluator.models import LoadedModel
     from evaluator.recipes import Recipe
-    from evaluator.reference_probes import ReferenceEntry, TrainedReference
     from evaluator.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -206,17 +204,19 @@ class CandidateScore:
         )
 
 
+#: fit ``recipe`` on (X_fit, y_fit) and return s(x) of X_held (evaluator.reference_probes.fit_and_score)
+FitScore = Callable[["Recipe", np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
 def fold_scores(
-    recipe: Recipe, X: np.ndarray, y: np.ndarray, folds: Sequence[FormatFold]
+    recipe: Recipe, X: np.ndarray, y: np.ndarray, folds: Sequence[FormatFold], fit_score: FitScore
 ) -> tuple[list[float], float]:
     """Held-out AUROC per fold and the mean held-out log-loss of ``recipe`` fitted per fold."""
     from evaluator.metrics import auroc, sigmoid
-    from evaluator.recipes import fit_recipe
-    from evaluator.reference_probes import score_tensors
 
     aurocs, losses = [], []
     for fold in folds:
-        s = score_tensors(recipe, fit_recipe(recipe, X[fold.fit], y[fold.fit]), X[fold.held])
+        s = fit_score(recipe, X[fold.fit], y[fold.fit], X[fold.held])
         p = np.clip(sigmoid(s), 1e-12, 1 - 1e-12)
         t = y[fold.held]
         aurocs.append(float(auroc(s, t)))
@@ -283,18 +283,21 @@ def select(
     folds: Sequence[FormatFold],
     layers: Sequence[int],
     *,
+    fit_score: FitScore,
     task_id: str,
     seed: int,
 ) -> SelectionResult:
     """Score every candidate at every layer on the format folds and apply :data:`RULE`.
 
     ``recipe_for(candidate, layer)`` builds the validated recipe; ``X_for(position, layer)`` the
-    train activations (rows aligned with ``y`` and the folds)."""
+    train activations (rows aligned with ``y`` and the folds); ``fit_score`` fits and scores."""
     y = np.asarray(y)
     scores: list[CandidateScore] = []
     for k, cand in enumerate(candidates):
         for layer in layers:
-            aurocs, loss = fold_scores(recipe_for(cand, layer), X_for(cand.position, layer), y, folds)
+            aurocs, loss = fold_scores(
+                recipe_for(cand, layer), X_for(cand.position, layer), y, folds, fit_score
+            )
             scores.append(CandidateScore(k, layer, aurocs, loss))
             log.debug("%s layer %d: worst %.3f mean %.3f", cand.label(), layer, min(aurocs), np.mean(aurocs))
     best = choose(scores)
@@ -336,77 +339,3 @@ def rechoose(table: Sequence[dict[str, Any]]) -> tuple[int, int]:
         ]
     )
     return best.candidate, best.layer
-
-
-# --------------------------------------------------------------------------- training
-
-
-@dataclass
-class _Train:
-    ids: list[str]
-    groups: list[str]
-    labels: np.ndarray
-    X: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)
-
-
-def train_selected(
-    entry: ReferenceEntry,
-    lm: LoadedModel,
-    registry: Registry,
-    *,
-    cache: ActivationCache | None,
-    config: HarvestConfig | None = None,
-    progress: Progress | None = None,
-) -> TrainedReference:
-    """Select the recipe by :data:`RULE` on train, fit it on the whole train split."""
-    from evaluator.metrics import auroc
-    from evaluator.probes import probe_from_tensors
-    from evaluator.recipes import fit_recipe
-    from evaluator.reference_probes import TrainedReference, build_metadata, train_activations
-
-    if lm.id != entry.base_model:
-        raise EvaluatorError(f"{entry.slug} reads {entry.base_model}, not {lm.id}")
-    if not entry.candidates:
-        raise EvaluatorError(f"{entry.slug}: no selection candidates")
-    layers = entry.candidate_layers(lm.n_layers)
-    data: _Train | None = None
-    for position in sorted({c.position for c in entry.candidates}):
-        base = entry.recipe_at(0, registry, next(c for c in entry.candidates if c.position == position))
-        acts = train_activations(lm, registry, base, layers, cache=cache, config=config, progress=progress)
-        first = acts[layers[0]]
-        if data is None:
-            data = _Train(first.ids, first.groups, first.labels)
-        if any(a.ids != data.ids for a in acts.values()):
-            raise EvaluatorError("selection: the positions/layers hold different rows")
-        for layer, a in acts.items():
-            data.X[(position, layer)] = a.X
-    assert data is not None
-    formats = split_formats(registry, entry.task, "train", data.ids, model=lm.id)
-    folds = format_folds(data.labels, data.groups, formats)
-    seed = int(entry.recipe.get("seed", 0))
-    selection = select(
-        entry.candidates,
-        lambda cand, layer: entry.recipe_at(layer, registry, cand),
-        lambda position, layer: data.X[(position, layer)],
-        data.labels,
-        folds,
-        layers,
-        task_id=entry.task,
-        seed=seed,
-    )
-    chosen = entry.candidates[int(selection.chosen["candidate"])]
-    recipe = entry.recipe_at(selection.chosen_layer, registry, chosen)
-    X = data.X[(chosen.position, recipe.layer)]
-    tensors = fit_recipe(recipe, X, data.labels)
-    metadata = build_metadata(entry, recipe, selection, registry)
-    probe = probe_from_tensors(tensors, metadata, registry=registry)  # validates
-    train_auroc = auroc(probe.score(X), data.labels)
-    log.info(
-        "%s: %s, layer %d (worst-fold %.3f), train auroc %.3f",
-        entry.slug,
-        chosen.label(),
-        recipe.layer,
-        selection.best,
-        train_auroc,
-    )
-    return TrainedReference(entry, recipe, selection, tensors, metadata, train_auroc)

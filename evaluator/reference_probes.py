@@ -538,8 +538,6 @@ def train_reference(
     from evaluator.recipes import fit_recipe
 
     if entry.candidates:
-        from evaluator.ea_selection import train_selected
-
         return train_selected(entry, lm, registry, cache=cache, config=config, progress=progress)
     if lm.id != entry.base_model:
         raise EvaluatorError(f"{entry.slug} reads {entry.base_model}, not {lm.id}")
@@ -563,6 +561,87 @@ def train_reference(
         train_auroc,
     )
     return TrainedReference(entry, recipe, sweep, tensors, metadata, train_auroc)
+
+
+@dataclass
+class _SelectionTrain:
+    ids: list[str]
+    groups: list[str]
+    labels: np.ndarray
+    X: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)
+
+
+def fit_and_score(recipe: Recipe, X_fit: np.ndarray, y_fit: np.ndarray, X_held: np.ndarray) -> np.ndarray:
+    """s(x) of ``X_held`` under ``recipe`` fitted on (X_fit, y_fit)."""
+    from evaluator.recipes import fit_recipe
+
+    return score_tensors(recipe, fit_recipe(recipe, X_fit, y_fit), X_held)
+
+
+def train_selected(
+    entry: ReferenceEntry,
+    lm: LoadedModel,
+    registry: Registry,
+    *,
+    cache: ActivationCache | None,
+    config: HarvestConfig | None = None,
+    progress: Progress | None = None,
+) -> TrainedReference:
+    """Select the recipe by evaluator.ea_selection's rule on train (held-out formats), fit it
+    on the whole train split."""
+    from evaluator.ea_selection import format_folds, split_formats
+    from evaluator.ea_selection import select as select_by_format
+    from evaluator.metrics import auroc
+    from evaluator.probes import probe_from_tensors
+    from evaluator.recipes import fit_recipe
+
+    if lm.id != entry.base_model:
+        raise EvaluatorError(f"{entry.slug} reads {entry.base_model}, not {lm.id}")
+    if not entry.candidates:
+        raise EvaluatorError(f"{entry.slug}: no selection candidates")
+    layers = entry.candidate_layers(lm.n_layers)
+    data: _SelectionTrain | None = None
+    for position in sorted({c.position for c in entry.candidates}):
+        base = entry.recipe_at(0, registry, next(c for c in entry.candidates if c.position == position))
+        acts = train_activations(lm, registry, base, layers, cache=cache, config=config, progress=progress)
+        first = acts[layers[0]]
+        if data is None:
+            data = _SelectionTrain(first.ids, first.groups, first.labels)
+        if any(a.ids != data.ids for a in acts.values()):
+            raise EvaluatorError("selection: the positions/layers hold different rows")
+        for layer, a in acts.items():
+            data.X[(position, layer)] = a.X
+    assert data is not None
+    formats = split_formats(registry, entry.task, "train", data.ids, model=lm.id)
+    folds = format_folds(data.labels, data.groups, formats)
+    seed = int(entry.recipe.get("seed", 0))
+    selection = select_by_format(
+        entry.candidates,
+        lambda cand, layer: entry.recipe_at(layer, registry, cand),
+        lambda position, layer: data.X[(position, layer)],
+        data.labels,
+        folds,
+        layers,
+        fit_score=fit_and_score,
+        task_id=entry.task,
+        seed=seed,
+    )
+    chosen = entry.candidates[int(selection.chosen["candidate"])]
+    recipe = entry.recipe_at(selection.chosen_layer, registry, chosen)
+    X = data.X[(chosen.position, recipe.layer)]
+    tensors = fit_recipe(recipe, X, data.labels)
+    metadata = build_metadata(entry, recipe, selection, registry)
+    probe = probe_from_tensors(tensors, metadata, registry=registry)  # validates
+    train_auroc = auroc(probe.score(X), data.labels)
+    log.info(
+        "%s: %s, layer %d (worst-fold %.3f), train auroc %.3f",
+        entry.slug,
+        chosen.label(),
+        recipe.layer,
+        selection.best,
+        train_auroc,
+    )
+    return TrainedReference(entry, recipe, selection, tensors, metadata, train_auroc)
 
 
 # --------------------------------------------------------------------------- evaluation and files

@@ -30,6 +30,7 @@ from evaluator.reference_probes import (
     cv_score,
     ea_reference_for,
     ea_reference_probe_dir,
+    fit_and_score,
     grouped_folds,
     load_manifest,
     manifest_path,
@@ -130,6 +131,7 @@ def test_the_rule_prefers_what_transfers_to_an_unseen_format_over_what_ordinary_
         y,
         folds,
         [0],
+        fit_score=fit_and_score,
         task_id="t",
         seed=0,
     )
@@ -150,6 +152,7 @@ def test_the_rule_prefers_what_transfers_to_an_unseen_format_over_what_ordinary_
         y,
         folds,
         [0],
+        fit_score=fit_and_score,
         task_id="t",
         seed=0,
     )
