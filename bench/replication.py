@@ -193,8 +193,17 @@ def ea_curves(models: list[str], cache_dir: Path, registry: Registry) -> dict[st
     entries = load_manifest(registry)
     out: dict[str, Any] = {}
     for model_id in models:
-        entry = ea_reference_for(entries, model_id)
-        if entry is None:
+        # the layer-swept reference (the first one; a held-out-format selection that replaced it
+        # records its own candidates × layers in its reference.json)
+        entry = next(
+            (
+                e
+                for e in entries
+                if e.role == "eval_awareness" and e.base_model == model_id and not e.candidates
+            ),
+            ea_reference_for(entries, model_id),
+        )
+        if entry is None or entry.candidates:
             continue
         lm = load_model(model_id, registry=registry, cache_dir=cache_dir, device="cpu", dtype="float32")
         layers = entry.candidate_layers(lm.n_layers)
@@ -335,12 +344,19 @@ def reference_table(registry: Registry) -> str:
     ]
     for entry in load_manifest(registry):
         side = read_sidecar(entry.directory(registry.root))
-        sweep, ev = side["layer_sweep"], side["evaluation"]
+        ev = side["evaluation"]
+        if "selection" in side:  # held-out-format selection: the chosen method, its worst-fold AUROC
+            chosen = side["selection"]["chosen"]
+            method, layer, cv = chosen["method"], chosen["layer"], chosen["worst"]
+        else:
+            sweep = side["layer_sweep"]
+            method, layer = entry.method, sweep["chosen_layer"]
+            cv = sweep["cv_auroc"][sweep["layers"].index(layer)]
         own = ev["tasks"][entry.task]
         ea = "n/a" if own["auroc_ea"] is None else fmt(own["auroc_ea"])
         lines.append(
-            f"| {entry.slug} | {entry.base_model} | {entry.task} | {entry.method} | {entry.recipe['input']}"
-            f" | {sweep['chosen_layer']} ({fmt(sweep['cv_auroc'][sweep['layers'].index(sweep['chosen_layer'])])})"
+            f"| {entry.slug} | {entry.base_model} | {entry.task} | {method} | {entry.recipe['input']}"
+            f" | {layer} ({fmt(cv)})"
             f" | {fmt(own['auroc'])} [{fmt(own['auroc_ci'][0])}, {fmt(own['auroc_ci'][1])}] | {ea}"
             f" | {fmt(own['auroc_ds'])} | {fmt(own['ece'])} | {fmt(ev['aggregate']['auroc'])} |"
         )
