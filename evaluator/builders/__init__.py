@@ -26,11 +26,23 @@ _BUILDERS: dict[str, tuple[str, str, str]] = {
     "persuasion-techniques-v1": ("persuasion", "build_persuasion", "META"),
     "harmful-requests-v1": ("refusal", "build_refusal", "META"),
     "onpolicy-city-country-v1": ("onpolicy", "build_city_country", "CITY_COUNTRY_META"),
+    "onpolicy-incentive-deception-v1": ("onpolicy_pressure", "build_incentive_deception", "DECEPTION_META"),
+    "onpolicy-suggestion-sycophancy-v1": (
+        "onpolicy_pressure",
+        "build_suggestion_sycophancy",
+        "SYCOPHANCY_META",
+    ),
+    "onpolicy-addition-v1": ("onpolicy_arithmetic", "build_addition", "META"),
 }
 
 TASK_IDS: tuple[str, ...] = tuple(_BUILDERS)
 #: tasks labelled by each base model's own greedy outputs (splits per model, evaluator.builders.onpolicy)
-ON_POLICY_TASK_IDS: tuple[str, ...] = ("onpolicy-city-country-v1",)
+ON_POLICY_TASK_IDS: tuple[str, ...] = (
+    "onpolicy-city-country-v1",
+    "onpolicy-incentive-deception-v1",
+    "onpolicy-suggestion-sycophancy-v1",
+    "onpolicy-addition-v1",
+)
 
 
 def builder(task_id: str) -> tuple[Callable[[BuildContext], BuiltTask], TaskMeta]:

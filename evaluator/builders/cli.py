@@ -42,8 +42,14 @@ class _Generations:
     ):
         self.root, self.regenerate, self.write_to, self.cache_dir = root, regenerate, write_to, cache_dir
         self.sample = sample
+        # keyed by (generation set, model); a set is a task id, or shared by tasks (onpolicy_pressure)
         self.fresh: dict[tuple[str, str], dict[str, str]] = {}  # regenerated outputs (check)
-        self.files: dict[tuple[str, str], dict[str, Any]] = {}  # (task, model) -> {path, sha256}
+        self.files: dict[tuple[str, str], dict[str, Any]] = {}  # -> {path, sha256}
+        self.used: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}  # records asked for this run
+        self.touched: set[tuple[str, str]] = set()  # the sets the current task's build read
+
+    def start_task(self) -> None:
+        self.touched = set()
 
     def __call__(self, task_id: str, model_id: str, items: list[tuple[str, str]], max_new_tokens: int):
         from evaluator.builders.generate import (
@@ -55,7 +61,9 @@ class _Generations:
         from evaluator.registry import load_registry, sha256_file
 
         rel = generations_relpath(task_id, model_id)
-        committed = generations_read(self.root / rel)
+        used = self.used.setdefault((task_id, model_id), {})
+        self.touched.add((task_id, model_id))
+        committed = {**generations_read(self.root / rel), **used}
         missing = [(k, p) for k, p in items if k not in committed or committed[k]["prompt"] != p]
         todo = list(items) if self.regenerate else missing
         if self.regenerate and self.write_to is None and self.sample and not missing:
@@ -78,18 +86,19 @@ class _Generations:
                 max_new_tokens=max_new_tokens,
             )
             if self.write_to is None:
-                self.fresh[(task_id, model_id)] = outputs
+                self.fresh.setdefault((task_id, model_id), {}).update(outputs)
             else:
                 for key, prompt in todo:
                     committed[key] = {"key": key, "prompt": prompt, "output": outputs[key]}
         wanted = {k for k, _ in items}
-        records = {k: r for k, r in committed.items() if k in wanted}
+        used.update({k: r for k, r in committed.items() if k in wanted})
+        records = dict(used)  # every prompt of the set asked for in this run (several calls)
         if self.write_to is not None:
             generations_write(self.write_to / rel, records)
             self.files[(task_id, model_id)] = {"path": rel, "sha256": sha256_file(self.write_to / rel)}
         elif (self.root / rel).is_file():
             self.files[(task_id, model_id)] = {"path": rel, "sha256": sha256_file(self.root / rel)}
-        return {k: r["output"] for k, r in records.items()}
+        return {k: r["output"] for k, r in records.items() if k in wanted}
 
 
 def build_tasks(
@@ -121,13 +130,19 @@ def build_tasks(
         for task_id in task_ids:
             build, meta = builder(task_id)
             log.info("building %s", task_id)
+            generations.start_task()
             built = build(BuildContext(open_archive=open_archive, generate=generations))
             if built.on_policy:
                 results[task_id] = {
                     "meta": meta,
                     "splits": {},
                     "splits_by_model": write_task(built, out_root),
-                    "generations": {m: f for (t, m), f in generations.files.items() if t == task_id},
+                    "generations": {
+                        m: generations.files[(t, m)]
+                        for t, m in sorted(generations.touched)
+                        if (t, m) in generations.files
+                    },
+                    "generation_sets": {m: t for t, m in sorted(generations.touched)},
                 }
             else:
                 results[task_id] = {"meta": meta, "splits": write_task(built, out_root)}
@@ -141,7 +156,7 @@ def task_entry(meta, splits: dict[str, dict], res: dict | None = None) -> dict[s
     """The tasks.yaml entry of one built task (``res``: the build result, for on-policy tasks)."""
     if res and res.get("splits_by_model"):
         from evaluator.builders.generate import BATCH_SIZE
-        from evaluator.builders.onpolicy import GENERATION_SETTINGS
+        from evaluator.builders.onpolicy import generation_settings
 
         entry = task_entry(meta, {})
         del entry["splits"]
@@ -155,7 +170,7 @@ def task_entry(meta, splits: dict[str, dict], res: dict | None = None) -> dict[s
                 "decoding": "greedy",
                 "dtype": "float32",
                 "batch_size": BATCH_SIZE,
-                **GENERATION_SETTINGS[meta.id],
+                **generation_settings(meta.id),
                 "files": {m: dict(f) for m, f in sorted(res["generations"].items())},
             },
         }
@@ -234,21 +249,35 @@ def _compare_files(built: dict[str, dict], pinned: dict, root: Path, problems: l
 
 
 def _flipped_labels(task_id: str, model: str, fresh: dict[str, str], splits: dict, root: Path) -> dict:
-    """Re-judge every committed row of one model with its regenerated output."""
+    """Re-judge every committed row of one model whose generations were regenerated (``fresh``:
+    generation key -> output; a sampled check regenerates only some). A row whose label changes, or
+    that would leave the task (e.g. a pressure row whose neutral answer turns wrong), flipped."""
     from evaluator.builders.common import read_split
-    from evaluator.builders.onpolicy import relabel
+    from evaluator.builders.onpolicy import generation_keys, relabel
 
     rows = [r for spec in splits.values() for r in read_split(root / spec["path"])]
-    rows = [r for r in rows if r["id"].removeprefix(f"{task_id}-") in fresh]  # a sample: its rows
-    flipped = []
+    flipped, judged = [], 0
     for row in rows:
-        key = row["id"].removeprefix(f"{task_id}-")
-        if relabel(task_id, row["meta"], fresh[key]) != row["label"]:
-            flipped.append({"id": row["id"], "committed": row["meta"]["output"], "regenerated": fresh[key]})
+        keys = generation_keys(task_id, row)
+        if not any(k in fresh for k in keys.values()):
+            continue  # a sample: not regenerated
+        judged += 1
+        committed = {
+            k: row["meta"]["neutral_output" if role == "neutral" else "output"] for role, k in keys.items()
+        }
+        outputs = {k: fresh.get(k, committed[k]) for k in keys.values()}
+        if relabel(task_id, row["meta"], outputs) != row["label"]:
+            flipped.append(
+                {
+                    "id": row["id"],
+                    "committed": committed,
+                    "regenerated": {k: fresh.get(k) for k in keys.values()},
+                }
+            )
     return {
-        "rows": len(rows),
+        "rows": judged,
         "flipped": len(flipped),
-        "share": len(flipped) / max(len(rows), 1),
+        "share": len(flipped) / max(judged, 1),
         "rows_flipped": flipped,
     }
 
@@ -292,8 +321,9 @@ def check_tasks(
                 path = root / gen.get("path", "(not pinned)")
                 if not path.is_file() or sha256_file(path) != gen.get("sha256"):
                     problems.append(f"{task_id}/{model}: generations file {path} does not match tasks.yaml")
-                if (task_id, model) in generations.fresh:
-                    report = _flipped_labels(task_id, model, generations.fresh[(task_id, model)], built, root)
+                gen_set = (res.get("generation_sets") or {}).get(model, task_id)
+                if (gen_set, model) in generations.fresh:
+                    report = _flipped_labels(task_id, model, generations.fresh[(gen_set, model)], built, root)
                     flips[f"{task_id}/{model}"] = report
                     if report["share"] > MAX_FLIPPED_SHARE:
                         problems.append(

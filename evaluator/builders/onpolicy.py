@@ -32,16 +32,28 @@ from evaluator.builders.geography import CITIES_PATH, COUNTRIES_PATH, LICENSE, P
 
 CITY_COUNTRY_ID = "onpolicy-city-country-v1"
 #: the decoder models the task is built for (the encoder generates nothing)
-CITY_COUNTRY_MODELS: tuple[str, ...] = ("smollm2-135m-instruct",)
+CITY_COUNTRY_MODELS: tuple[str, ...] = ("smollm2-135m-instruct", "gemma-3-270m")
 #: population-ranked unique-name cities after the blocks of the text tasks (geography.CITY_BLOCKS)
 CITY_RANGE = (3600, 4560)
 N_DISTSHIFT_CITIES = 150
 PROMPT = "Q: Which country is {city} in?\nA: {city} is in"
 DS_PROMPT = "The city of {city} is located in the country of"
+#: Gemma 3 270M (a base model) answers the Q/A prompt with a state or province for most cities
+#: (453 of 810) and names the country for 12 %; "located in the country of" asks for the country
+#: (49 % right on 150 cities), so it is Gemma's main prompt and a third wording its distshift.
+GEMMA_PROMPT = DS_PROMPT
+GEMMA_DS_PROMPT = "{city} is a city in the country of"
+#: model -> (main prompt, distshift prompt); a model not listed uses (PROMPT, DS_PROMPT)
+MODEL_PROMPTS: dict[str, tuple[str, str]] = {"gemma-3-270m": (GEMMA_PROMPT, GEMMA_DS_PROMPT)}
 MAX_NEW_TOKENS = 5
 #: what tasks.yaml records of each on-policy task's generation (beside greedy, float32, batch size)
 GENERATION_SETTINGS: dict[str, dict[str, object]] = {
-    CITY_COUNTRY_ID: {"max_new_tokens": MAX_NEW_TOKENS, "prompt": PROMPT, "distshift_prompt": DS_PROMPT},
+    CITY_COUNTRY_ID: {
+        "max_new_tokens": MAX_NEW_TOKENS,
+        "prompt": PROMPT,
+        "distshift_prompt": DS_PROMPT,
+        "prompts_by_model": {m: {"prompt": p, "distshift_prompt": d} for m, (p, d) in MODEL_PROMPTS.items()},
+    },
 }
 #: balanced rows per class and split (test 2 × 100 = 200); train takes what is left
 TEST_PER_CLASS = 100
@@ -80,10 +92,15 @@ def country_names(country: str) -> tuple[str, ...]:
     return (normalise(base), *(normalise(a) for a in COUNTRY_ALIASES.get(base, ())))
 
 
+#: continents and regions that contain an alias ("america") without naming a country
+_REGIONS = re.compile(r" (north|south|central|latin) america ")
+
+
 def names_country(output: str, country: str) -> bool:
-    """The judge: the first line of the greedy output names the country (as whole words)."""
+    """The judge: the first line of the greedy output names the country (as whole words); "North
+    America" and the like are regions, not "America" (found by hand-checking the pressure tasks)."""
     first = output.strip().splitlines()[0] if output.strip() else ""
-    words = f" {normalise(first)} "
+    words = _REGIONS.sub(" ", f" {normalise(first)} ")
     return any(f" {name} " in words for name in country_names(country) if name)
 
 
@@ -96,11 +113,12 @@ def _cities(ctx: BuildContext):
     return block[N_DISTSHIFT_CITIES:], block[:N_DISTSHIFT_CITIES]
 
 
-def city_country_prompts(ctx: BuildContext) -> list[tuple[str, str]]:
-    """(key, prompt) of every generation the task needs (main and distshift prompts)."""
+def city_country_prompts(ctx: BuildContext, model: str = CITY_COUNTRY_MODELS[0]) -> list[tuple[str, str]]:
+    """(key, prompt) of every generation the task needs of ``model`` (main and distshift prompts)."""
     main, shift = _cities(ctx)
-    return [(f"q{c.geonameid}", PROMPT.format(city=c.name)) for c in main] + [
-        (f"ds{c.geonameid}", DS_PROMPT.format(city=c.name)) for c in shift
+    prompt, ds_prompt = MODEL_PROMPTS.get(model, (PROMPT, DS_PROMPT))
+    return [(f"q{c.geonameid}", prompt.format(city=c.name)) for c in main] + [
+        (f"ds{c.geonameid}", ds_prompt.format(city=c.name)) for c in shift
     ]
 
 
@@ -113,12 +131,12 @@ def _balanced(rows: list[Row], task_id: str, purpose: str) -> tuple[list[Row], l
 
 def build_city_country(ctx: BuildContext) -> BuiltTask:
     main, shift = _cities(ctx)
-    prompts = dict(city_country_prompts(ctx))
     by_model: dict[str, dict[str, list[Row]]] = {}
     for model in CITY_COUNTRY_MODELS:
+        prompts = dict(city_country_prompts(ctx, model))
         outputs = ctx.generations(CITY_COUNTRY_ID, model, list(prompts.items()), MAX_NEW_TOKENS)
 
-        def row(key: str, city, split_kind: str, outputs=outputs, model=model) -> Row:
+        def row(key: str, city, split_kind: str, outputs=outputs, model=model, prompts=prompts) -> Row:
             out = outputs[key]
             right = names_country(out, city.country)
             return Row(
@@ -189,8 +207,37 @@ CITY_COUNTRY_META = TaskMeta(
 )
 
 
-def relabel(task_id: str, meta: dict, output: str) -> int:
-    """The label a committed row gets from a (regenerated) greedy ``output``: the task's judge."""
+def generation_settings(task_id: str) -> dict[str, object]:
+    """What tasks.yaml records of an on-policy task's generation (beside greedy, float32, batch size)."""
+    from evaluator.builders import onpolicy_arithmetic, onpolicy_pressure
+
+    if task_id in GENERATION_SETTINGS:
+        return GENERATION_SETTINGS[task_id]
+    if task_id == onpolicy_arithmetic.ADDITION_ID:
+        return onpolicy_arithmetic.GENERATION_SETTINGS
+    if task_id in onpolicy_pressure.FRAMES:
+        return onpolicy_pressure.generation_settings(task_id)
+    raise ValueError(f"{task_id} is not an on-policy task")
+
+
+def generation_keys(task_id: str, row: dict) -> dict[str, str]:
+    """role -> generation key of the outputs a committed row's label was judged from."""
+    meta = row["meta"]
+    if "generation_keys" in meta:
+        return dict(meta["generation_keys"])
+    return {"output": row["id"].removeprefix(f"{task_id}-")}
+
+
+def relabel(task_id: str, meta: dict, outputs: dict[str, str]) -> int | None:
+    """The label a committed row gets from (regenerated) greedy ``outputs`` (generation key ->
+    output, :func:`generation_keys`): the task's judge. None: the row would leave the task."""
+    from evaluator.builders import onpolicy_arithmetic, onpolicy_pressure
+
+    if task_id in onpolicy_pressure.FRAMES:
+        return onpolicy_pressure.relabel(task_id, meta, outputs)
+    (output,) = outputs.values()
     if task_id == CITY_COUNTRY_ID:
         return 0 if names_country(output, meta["country"]) else 1
+    if task_id == onpolicy_arithmetic.ADDITION_ID:
+        return onpolicy_arithmetic.relabel(meta, output)
     raise ValueError(f"{task_id} is not an on-policy task")

@@ -47,7 +47,8 @@ def test_an_on_policy_task_gets_one_holdout_per_model_from_that_models_pool(boar
     reg = load_registry()
     spec = reg.task(CITY_COUNTRY_ID)
     entry = cycle.holdouts[CITY_COUNTRY_ID]
-    assert set(entry["by_model"]) == set(spec.splits_by_model) == {SMOL}
+    assert set(entry["by_model"]) == set(spec.splits_by_model) >= {SMOL, "gemma-3-270m"}
+    assert entry["by_model"][SMOL]["sha256"] != entry["by_model"]["gemma-3-270m"]["sha256"]
     h = cycle.holdout_for(CITY_COUNTRY_ID, SMOL)
     assert h is entry["by_model"][SMOL] and cycle.holdout_for(CITY_COUNTRY_ID, ENCODER) is None
     assert h["path"] == f"holdouts/2026Q4/{CITY_COUNTRY_ID}/{SMOL}.jsonl"
