@@ -8,9 +8,10 @@ answer is produced. distshift: the same template with a three-digit first operan
 harder item distribution the probe never saw.
 
 No source package: the items are generated from a seeded random generator (``rng``); the labels are
-the model's. Measured while designing: SmolLM2-135M-Instruct summed 20 of 64 two-digit pairs right;
-under "Q: What is <a> plus <b>?\\nA:" it summed none (it repeats the question), and Gemma 3 270M
-summed none of 48 under the same template (it continues the expression), so only SmolLM2 is built.
+the model's. Measured (``bench/onpolicy_survey.py``): SmolLM2-135M-Instruct sums 27 of 64 two-digit
+pairs right (under "Q: What is <a> plus <b>?\\nA:" none: it repeats the question); Gemma 3 270M
+sums 7 of 64 (it mostly continues the expression), too few for a balanced split, so only SmolLM2
+is built.
 """
 
 from __future__ import annotations
