@@ -46,6 +46,8 @@ class _Generations:
         self.fresh: dict[tuple[str, str], dict[str, str]] = {}  # regenerated outputs (check)
         self.files: dict[tuple[str, str], dict[str, Any]] = {}  # -> {path, sha256}
         self.used: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}  # records asked for this run
+        # each file as committed before this run wrote to it (a set is written after every call)
+        self.loaded: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         self.touched: set[tuple[str, str]] = set()  # the sets the current task's build read
 
     def start_task(self) -> None:
@@ -63,7 +65,9 @@ class _Generations:
         rel = generations_relpath(task_id, model_id)
         used = self.used.setdefault((task_id, model_id), {})
         self.touched.add((task_id, model_id))
-        committed = {**generations_read(self.root / rel), **used}
+        if (task_id, model_id) not in self.loaded:
+            self.loaded[(task_id, model_id)] = generations_read(self.root / rel)
+        committed = {**self.loaded[(task_id, model_id)], **used}
         missing = [(k, p) for k, p in items if k not in committed or committed[k]["prompt"] != p]
         todo = list(items) if self.regenerate else missing
         if self.regenerate and self.write_to is None and self.sample and not missing:
@@ -156,7 +160,7 @@ def task_entry(meta, splits: dict[str, dict], res: dict | None = None) -> dict[s
     """The tasks.yaml entry of one built task (``res``: the build result, for on-policy tasks)."""
     if res and res.get("splits_by_model"):
         from evaluator.builders.generate import BATCH_SIZE
-        from evaluator.builders.onpolicy import generation_settings
+        from evaluator.builders.onpolicy_tasks import generation_settings
 
         entry = task_entry(meta, {})
         del entry["splits"]
@@ -253,7 +257,7 @@ def _flipped_labels(task_id: str, model: str, fresh: dict[str, str], splits: dic
     generation key -> output; a sampled check regenerates only some). A row whose label changes, or
     that would leave the task (e.g. a pressure row whose neutral answer turns wrong), flipped."""
     from evaluator.builders.common import read_split
-    from evaluator.builders.onpolicy import generation_keys, relabel
+    from evaluator.builders.onpolicy_tasks import generation_keys, relabel
 
     rows = [r for spec in splits.values() for r in read_split(root / spec["path"])]
     flipped, judged = [], 0

@@ -129,6 +129,35 @@ def _balanced(rows: list[Row], task_id: str, purpose: str) -> tuple[list[Row], l
     return pos[:k], neg[:k]
 
 
+def balanced_splits(
+    task_id: str,
+    model: str,
+    main: list[Row],
+    shift: list[Row],
+    *,
+    test_per_class: int,
+    holdout_per_class: int,
+    min_train_per_class: int,
+) -> dict[str, list[Row]]:
+    """One model's splits of an on-policy task: all of the minority class and a seeded sample of
+    the majority (seeded by task and model), cut into test, holdout_pool and train (the rest);
+    distshift is the balanced ``shift`` rows."""
+    pos, neg = _balanced(main, task_id, model)
+    if len(pos) - test_per_class - holdout_per_class < min_train_per_class:
+        raise ValueError(
+            f"{task_id}/{model}: only {len(pos)} balanced pairs; need"
+            f" {test_per_class + holdout_per_class + min_train_per_class}"
+        )
+    cut = (test_per_class, test_per_class + holdout_per_class)
+    ds_pos, ds_neg = _balanced(shift, task_id, f"{model}:ds")
+    return {
+        "train": pos[cut[1] :] + neg[cut[1] :],
+        "test": pos[: cut[0]] + neg[: cut[0]],
+        "distshift": ds_pos + ds_neg,
+        "holdout_pool": pos[cut[0] : cut[1]] + neg[cut[0] : cut[1]],
+    }
+
+
 def build_city_country(ctx: BuildContext) -> BuiltTask:
     main, shift = _cities(ctx)
     by_model: dict[str, dict[str, list[Row]]] = {}
@@ -154,23 +183,15 @@ def build_city_country(ctx: BuildContext) -> BuiltTask:
                 },
             )
 
-        pos, neg = _balanced([row(f"q{c.geonameid}", c, "main") for c in main], CITY_COUNTRY_ID, model)
-        n_train = len(pos) - TEST_PER_CLASS - HOLDOUT_PER_CLASS
-        if n_train < 60:
-            raise ValueError(
-                f"{CITY_COUNTRY_ID}/{model}: only {len(pos)} balanced pairs; need"
-                f" {TEST_PER_CLASS + HOLDOUT_PER_CLASS + 60}"
-            )
-        cut = (TEST_PER_CLASS, TEST_PER_CLASS + HOLDOUT_PER_CLASS)
-        ds_pos, ds_neg = _balanced(
-            [row(f"ds{c.geonameid}", c, "distshift") for c in shift], CITY_COUNTRY_ID, f"{model}:ds"
+        by_model[model] = balanced_splits(
+            CITY_COUNTRY_ID,
+            model,
+            [row(f"q{c.geonameid}", c, "main") for c in main],
+            [row(f"ds{c.geonameid}", c, "distshift") for c in shift],
+            test_per_class=TEST_PER_CLASS,
+            holdout_per_class=HOLDOUT_PER_CLASS,
+            min_train_per_class=60,
         )
-        by_model[model] = {
-            "train": pos[cut[1] :] + neg[cut[1] :],
-            "test": pos[: cut[0]] + neg[: cut[0]],
-            "distshift": ds_pos + ds_neg,
-            "holdout_pool": pos[cut[0] : cut[1]] + neg[cut[0] : cut[1]],
-        }
     return BuiltTask(meta=CITY_COUNTRY_META, splits={}, splits_by_model=by_model)
 
 
@@ -205,39 +226,3 @@ CITY_COUNTRY_META = TaskMeta(
         " subsampling the majority class per model."
     ),
 )
-
-
-def generation_settings(task_id: str) -> dict[str, object]:
-    """What tasks.yaml records of an on-policy task's generation (beside greedy, float32, batch size)."""
-    from evaluator.builders import onpolicy_arithmetic, onpolicy_pressure
-
-    if task_id in GENERATION_SETTINGS:
-        return GENERATION_SETTINGS[task_id]
-    if task_id == onpolicy_arithmetic.ADDITION_ID:
-        return onpolicy_arithmetic.GENERATION_SETTINGS
-    if task_id in onpolicy_pressure.FRAMES:
-        return onpolicy_pressure.generation_settings(task_id)
-    raise ValueError(f"{task_id} is not an on-policy task")
-
-
-def generation_keys(task_id: str, row: dict) -> dict[str, str]:
-    """role -> generation key of the outputs a committed row's label was judged from."""
-    meta = row["meta"]
-    if "generation_keys" in meta:
-        return dict(meta["generation_keys"])
-    return {"output": row["id"].removeprefix(f"{task_id}-")}
-
-
-def relabel(task_id: str, meta: dict, outputs: dict[str, str]) -> int | None:
-    """The label a committed row gets from (regenerated) greedy ``outputs`` (generation key ->
-    output, :func:`generation_keys`): the task's judge. None: the row would leave the task."""
-    from evaluator.builders import onpolicy_arithmetic, onpolicy_pressure
-
-    if task_id in onpolicy_pressure.FRAMES:
-        return onpolicy_pressure.relabel(task_id, meta, outputs)
-    (output,) = outputs.values()
-    if task_id == CITY_COUNTRY_ID:
-        return 0 if names_country(output, meta["country"]) else 1
-    if task_id == onpolicy_arithmetic.ADDITION_ID:
-        return onpolicy_arithmetic.relabel(meta, output)
-    raise ValueError(f"{task_id} is not an on-policy task")

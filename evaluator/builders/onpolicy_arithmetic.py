@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 
-from evaluator.builders.common import BuildContext, BuiltTask, Row, TaskMeta, rng, stable_shuffle
+from evaluator.builders.common import BuildContext, BuiltTask, Row, TaskMeta, rng
+from evaluator.builders.onpolicy import balanced_splits
 
 ADDITION_ID = "onpolicy-addition-v1"
 MODELS: tuple[str, ...] = ("smollm2-135m-instruct",)
@@ -79,26 +80,15 @@ def build_addition(ctx: BuildContext) -> BuiltTask:
                 )
             return out
 
-        def balanced(rs: list[Row], purpose: str) -> tuple[list[Row], list[Row]]:
-            pos = stable_shuffle([r for r in rs if r.label == 1], ADDITION_ID, f"{purpose}:pos")
-            neg = stable_shuffle([r for r in rs if r.label == 0], ADDITION_ID, f"{purpose}:neg")
-            k = min(len(pos), len(neg))
-            return pos[:k], neg[:k]
-
-        pos, neg = balanced(rows(main, "q", "main"), model)
-        if len(pos) - TEST_PER_CLASS - HOLDOUT_PER_CLASS < MIN_TRAIN_PER_CLASS:
-            raise ValueError(
-                f"{ADDITION_ID}/{model}: only {len(pos)} balanced pairs; need"
-                f" {TEST_PER_CLASS + HOLDOUT_PER_CLASS + MIN_TRAIN_PER_CLASS}"
-            )
-        cut = (TEST_PER_CLASS, TEST_PER_CLASS + HOLDOUT_PER_CLASS)
-        ds_pos, ds_neg = balanced(rows(shift, "ds", "distshift"), f"{model}:ds")
-        by_model[model] = {
-            "train": pos[cut[1] :] + neg[cut[1] :],
-            "test": pos[: cut[0]] + neg[: cut[0]],
-            "distshift": ds_pos + ds_neg,
-            "holdout_pool": pos[cut[0] : cut[1]] + neg[cut[0] : cut[1]],
-        }
+        by_model[model] = balanced_splits(
+            ADDITION_ID,
+            model,
+            rows(main, "q", "main"),
+            rows(shift, "ds", "distshift"),
+            test_per_class=TEST_PER_CLASS,
+            holdout_per_class=HOLDOUT_PER_CLASS,
+            min_train_per_class=MIN_TRAIN_PER_CLASS,
+        )
     return BuiltTask(meta=META, splits={}, splits_by_model=by_model)
 
 

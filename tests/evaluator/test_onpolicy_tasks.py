@@ -20,7 +20,8 @@ from evaluator.activations import read_split
 from evaluator.builders import ON_POLICY_TASK_IDS
 from evaluator.builders.cli import _flipped_labels, check_tasks
 from evaluator.builders.common import SPLIT_ORDER, normalise
-from evaluator.builders.onpolicy import CITY_COUNTRY_ID, generation_keys, names_country, relabel
+from evaluator.builders.onpolicy import CITY_COUNTRY_ID, names_country
+from evaluator.builders.onpolicy_tasks import generation_keys, relabel
 from evaluator.builders.sources import DEFAULT_SOURCES_DIR, SourceError, fetch_all
 from evaluator.errors import EvaluatorError, RegistryError, SplitHashMismatch
 from evaluator.registry import default_root, load_registry
@@ -333,3 +334,28 @@ def test_a_continent_is_not_the_country_it_contains_an_alias_of():
     assert names_country(" America.", "the United States")
     assert not names_country(" North America, which is", "the United States")
     assert not names_country(" the continent of South America", "the United States")
+
+
+def test_a_generation_set_read_in_several_calls_is_neither_regenerated_nor_truncated(tmp_path, monkeypatch):
+    """A builder asks for the neutral outputs, then for the pressured ones: the file written after
+    the first call must not hide the committed pressured outputs from the second (that bug made a
+    one-task build regenerate 2,006 committed prompts)."""
+    from evaluator.builders import generate
+    from evaluator.builders.cli import _Generations
+
+    path = tmp_path / generate.generations_relpath("set-x", SMOL)
+    generate.generations_write(
+        path,
+        {k: {"key": k, "prompt": f"p{k}", "output": f" {k.upper()}"} for k in ("a", "b")},
+    )
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("a committed prompt was regenerated")
+
+    monkeypatch.setattr(generate, "greedy_generate", must_not_run)
+    gens = _Generations(tmp_path, regenerate=False, write_to=tmp_path, cache_dir=None)
+    gens.start_task()
+    assert gens("set-x", SMOL, [("a", "pa")], 5) == {"a": " A"}
+    assert gens("set-x", SMOL, [("b", "pb")], 5) == {"b": " B"}
+    assert set(generate.generations_read(path)) == {"a", "b"}
+    assert gens.touched == {("set-x", SMOL)}
