@@ -158,8 +158,9 @@ def test_the_task_api_publishes_each_models_files_and_the_baselines(synced, clie
     own = tasks[CITY_COUNTRY_ID]
     assert own["on_policy"] is True and own["text_baselines"][SMOL]["test"]["bow_auroc"] is not None
     assert {(s["base_model"], s["name"]) for s in own["splits"]} == {
-        (SMOL, n) for n in ("train", "test", "distshift", "holdout_pool")
+        (m, n) for m in (SMOL, GEMMA) for n in ("train", "test", "distshift", "holdout_pool")
     }
+    assert own["text_baselines"][GEMMA]["test"]["bow_auroc"] is not None
     assert {s["base_model"] for s in tasks["halueval-qa-v1"]["splits"]} == {None}
 
 
