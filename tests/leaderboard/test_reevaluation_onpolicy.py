@@ -110,3 +110,30 @@ def test_the_next_quarter_avoids_the_models_earlier_holdout_and_the_command_name
     earlier, now = (set(c.holdout_for(CITY_COUNTRY_ID, SMOL)["ids"]) for c in (first, nxt))
     assert len(now) == SIZE and not earlier & now
     assert f"{CITY_COUNTRY_ID} on {SMOL}: {SIZE} rows, sha256" in out.getvalue()
+
+
+def test_a_gemma_probe_is_rerun_on_gemmas_own_holdout(board, maintainer):
+    gemma_id = "gemma-3-270m"
+    tasks = list(m.Task.objects.filter(category_id="hallucination", status="active"))
+    gemma = public_probe(
+        slug="gemma-city", base_model=gemma_id, auroc=0.75, tasks=tasks, reference_auroc=0.75
+    )
+    cycle = reevaluation_start(quarter="2026Q4", by=maintainer, dispatch=False)
+    reg = load_registry()
+    own, smol = cycle.holdout_for(CITY_COUNTRY_ID, gemma_id), cycle.holdout_for(CITY_COUNTRY_ID, SMOL)
+    pool = {
+        r["id"]
+        for r in read_rows(reg.root / reg.task(CITY_COUNTRY_ID).splits_for(gemma_id)["holdout_pool"].path)
+    }
+    assert (
+        set(own["ids"]) <= pool
+        and own["path"].endswith(f"/{gemma_id}.jsonl")
+        and own["sha256"] != smol["sha256"]
+    )
+    [run] = cycle.runs.filter(probe_version=gemma, task_id=CITY_COUNTRY_ID)
+    assert run.base_model_id == gemma_id
+    finish_holdout_runs(cycle, {"smol-city": 0.8, "encoder-city": 0.7, "gemma-city": 0.75})
+    assert m.EvaluationRun.objects.get(pk=run.pk).split_sha256 == own["sha256"]
+    cycle = cycle_advance(cycle_id=cycle.pk)
+    [entry] = [e for e in cycle.diff["entries"] if e["probe"] == "gemma-city"]
+    assert entry["holdout_per_task"][CITY_COUNTRY_ID] == pytest.approx(0.75)
