@@ -3,6 +3,7 @@ latest scored version of each probe with a Score under the requested weights spe
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -578,7 +579,9 @@ class RankedRows(Sequence):
         step that grows with the board, so the counts are cached (see :func:`board_cached`)."""
         if self._counts is None:
             q = self.query
-            key = f"board-counts:{self.spec.version}:{q.category}:{q.model}:{q.license}:{q.status}"
+            # the filters are user input: hashed, so the key is short and safe for any cache backend
+            parts = json.dumps([self.spec.version, q.category, q.model, q.license, q.status])
+            key = f"board-counts:{hashlib.sha256(parts.encode()).hexdigest()}"
             self._counts = tuple(board_cached(key, self._count))
         return self._counts
 

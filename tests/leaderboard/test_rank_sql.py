@@ -104,3 +104,14 @@ def test_search_measured_only_and_spec_comparison_still_rank_every_entry_in_pyth
         BoardQuery(category="hallucination", measured_only=True),
     ):
         assert isinstance(board_get(query=query).rows, list)
+
+
+def test_the_count_cache_key_is_a_hash_of_the_filters(board, recwarn):
+    """The filters reach the count cache's key; they are user input (control and astral-plane
+    characters, any length), so the key is a short hash: no CacheKeyWarning from the backend."""
+    from django.core.cache.backends.base import CacheKeyWarning
+
+    garbage = "!\x0b\r\u00ea\x02\U000101a4\n" + "x" * 300
+    got = board_get(query=BoardQuery(category="hallucination", license=garbage))
+    assert got.ranked_count == 0
+    assert not [w for w in recwarn if issubclass(w.category, CacheKeyWarning)]
