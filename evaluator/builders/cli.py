@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import tempfile
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -200,35 +199,26 @@ def task_entry(meta, splits: dict[str, dict], res: dict | None = None) -> dict[s
 def update_tasks_yaml(path: Path, results: dict[str, dict]) -> None:
     """Replace (or append) the built tasks' entries in the ``tasks:`` list; keep everything else."""
     from evaluator.builders import TASK_IDS
+    from evaluator.builders.common import rewrite_tasks
 
-    text = path.read_text(encoding="utf-8")
-    lines = text.splitlines(keepends=True)
-    starts = [i for i, line in enumerate(lines) if line.startswith("tasks:")]
-    if len(starts) != 1:
-        raise EvaluatorError(f"{path}: expected exactly one top-level 'tasks:' line, found {len(starts)}")
-    existing = (yaml.safe_load(text) or {}).get("tasks") or []
-    by_id = {e["id"]: e for e in existing}
-    for task_id, res in results.items():
-        entry = task_entry(res["meta"], res["splits"], res)
-        # the behavioural readout (direction utility) is declared by hand next to the templates
-        kept = {
-            k: by_id[task_id][k]
-            for k in ("readout", "readout_reason", "text_baselines")
-            if k in by_id.get(task_id, {})
-        }
-        if kept:
-            at = list(entry).index("templates") + 1
-            entry = dict(list(entry.items())[:at] + list(kept.items()) + list(entry.items())[at:])
-        by_id[task_id] = entry
-    ordered = [t for t in TASK_IDS if t in by_id] + [e["id"] for e in existing if e["id"] not in TASK_IDS]
-    entries = [by_id[t] for t in ordered]
-    body = yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=110, default_flow_style=False)
-    block = (
-        "tasks:\n"
-        "  # Entries of buildable tasks are written by `python -m evaluator build-data`"
-        " (evaluator/builders/).\n" + textwrap.indent(body, "  ")
-    )
-    path.write_text("".join(lines[: starts[0]]) + block, encoding="utf-8")
+    def edit(existing: list[dict]) -> list[dict]:
+        by_id = {e["id"]: e for e in existing}
+        for task_id, res in results.items():
+            entry = task_entry(res["meta"], res["splits"], res)
+            # the behavioural readout (direction utility) is declared by hand next to the templates
+            kept = {
+                k: by_id[task_id][k]
+                for k in ("readout", "readout_reason", "text_baselines")
+                if k in by_id.get(task_id, {})
+            }
+            if kept:
+                at = list(entry).index("templates") + 1
+                entry = dict(list(entry.items())[:at] + list(kept.items()) + list(entry.items())[at:])
+            by_id[task_id] = entry
+        ordered = [t for t in TASK_IDS if t in by_id] + [e["id"] for e in existing if e["id"] not in TASK_IDS]
+        return [by_id[t] for t in ordered]
+
+    rewrite_tasks(path, edit)
 
 
 #: the largest share of an on-policy task's rows whose label may flip when the model's greedy
