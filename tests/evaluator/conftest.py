@@ -226,3 +226,17 @@ def minilm(tiny_registry, cache_dir):
     from evaluator.models import load_model
 
     return load_model(MINILM, registry=tiny_registry, cache_dir=cache_dir, device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def sources_dir() -> Path:
+    """The pinned source archives (downloaded once into var/sources; skipped where they cannot be)."""
+    from evaluator.builders.sources import DEFAULT_SOURCES_DIR, SourceError, fetch_all
+    from evaluator.registry import default_root
+
+    path = default_root() / DEFAULT_SOURCES_DIR
+    try:
+        fetch_all(root=default_root(), sources_dir=path)
+    except SourceError as exc:
+        pytest.skip(f"pinned source archives could not be downloaded: {exc}")
+    return path

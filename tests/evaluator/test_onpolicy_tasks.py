@@ -22,7 +22,6 @@ from evaluator.builders.cli import _flipped_labels, check_tasks
 from evaluator.builders.common import SPLIT_ORDER, normalise
 from evaluator.builders.onpolicy import CITY_COUNTRY_ID, names_country
 from evaluator.builders.onpolicy_tasks import generation_keys, relabel
-from evaluator.builders.sources import DEFAULT_SOURCES_DIR, SourceError, fetch_all
 from evaluator.errors import EvaluatorError, RegistryError, SplitHashMismatch
 from evaluator.registry import default_root, load_registry
 
@@ -199,16 +198,6 @@ def test_committed_on_policy_splits_are_per_model_balanced_and_labelled_by_the_j
             prompt = PROMPT if model == SMOL else DS_PROMPT
             assert {r["text"].replace(r["meta"]["city"], "<c>") for r in test} == {prompt.format(city="<c>")}
         assert task.text_baseline(model).get("bow_auroc") is not None
-
-
-@pytest.fixture(scope="module")
-def sources_dir() -> Path:
-    path = ROOT / DEFAULT_SOURCES_DIR
-    try:
-        fetch_all(root=ROOT, sources_dir=path)
-    except SourceError as exc:
-        pytest.skip(f"pinned source archives could not be downloaded: {exc}")
-    return path
 
 
 def test_check_rebuilds_on_policy_splits_from_the_committed_outputs_without_a_model(sources_dir):

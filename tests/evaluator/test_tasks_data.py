@@ -19,7 +19,7 @@ from evaluator.builders import ON_POLICY_TASK_IDS
 from evaluator.builders import TASK_IDS as ALL_TASK_IDS
 from evaluator.builders.cli import build_tasks, check_tasks
 from evaluator.builders.common import SPLIT_ORDER, normalise
-from evaluator.builders.sources import DEFAULT_SOURCES_DIR, SourceError, fetch_all
+from evaluator.builders.sources import SourceError
 from evaluator.errors import EvaluatorError
 from evaluator.registry import CATEGORIES, default_root, load_registry, sha256_file
 
@@ -31,16 +31,6 @@ TASK_IDS = tuple(t for t in ALL_TASK_IDS if t not in ON_POLICY_TASK_IDS)
 @pytest.fixture(scope="module")
 def registry():
     return load_registry(ROOT)
-
-
-@pytest.fixture(scope="module")
-def sources_dir() -> Path:
-    path = ROOT / DEFAULT_SOURCES_DIR
-    try:
-        fetch_all(root=ROOT, sources_dir=path)
-    except SourceError as exc:
-        pytest.skip(f"pinned source archives could not be downloaded: {exc}")
-    return path
 
 
 #: Built once here (its execution-verified build takes ~10 s); the committed files, made by an
