@@ -12,7 +12,7 @@ PORT ?= 8000
 
 install: $(STAMP)
 
-# torch first, pinned to the local CPU wheel, so nothing pulls CUDA packages (DATA.md).
+# torch first, pinned to the local CPU wheel, so nothing pulls CUDA packages.
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
@@ -30,12 +30,14 @@ browser:
 DATA_DIR := $(or $(PROBEBENCH_DATA_DIR),var)
 DEMO_SECRET := $(if $(SECRET_KEY)$(SECRET_KEY_FILE),,SECRET_KEY_FILE=$(abspath $(DATA_DIR))/secret_key)
 
+# `manage.py demo` migrates, loads the registry, starts the worker and beat and serves at once;
+# `exec` makes it the recipe's process, so SIGTERM and Ctrl-C reach it (it stops the worker and
+# beat). ONLY=slug,slug submits a few reference probes instead of the whole manifest.
+ONLY ?=
 demo: install
 	@test -n "$(SECRET_KEY)$(SECRET_KEY_FILE)" || test -s $(DATA_DIR)/secret_key || \
 		(mkdir -p $(DATA_DIR) && umask 077 && $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > $(DATA_DIR)/secret_key)
-	$(DEMO_SECRET) $(PY) manage.py migrate --noinput -v0
-	$(DEMO_SECRET) $(PY) manage.py sync_registry
-	$(DEMO_SECRET) $(PY) manage.py demo --host $(HOST) --port $(PORT)
+	exec env $(DEMO_SECRET) $(PY) manage.py demo --host $(HOST) --port $(PORT) $(if $(ONLY),--only $(ONLY))
 
 # The whole default suite; long runs (every reference probe retrained, Gemma) are marked slow
 # and run by `make bench`.

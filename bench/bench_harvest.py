@@ -1,4 +1,4 @@
-"""Harvest throughput on SmolLM2, side by side (issue 3's benchmark; numbers in BENCHMARKS.md).
+"""Harvest throughput on SmolLM2, side by side (numbers in BENCHMARKS.md).
 
 Three ways to get the residual stream at a mid layer (last token) for the same N prompts:
 

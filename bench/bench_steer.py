@@ -2,7 +2,7 @@
 
     # a random-direction control probe (a linear probe whose weight is a seeded random vector)
     .venv/bin/python bench/bench_steer.py random-probe var/steer/random-smollm2 --layer 18
-    # seconds per probe per task (the unsteered pass, then 2 + 2K replays from the probe's layer)
+    # seconds per probe per task (the unsteered pass, then the 2 + 2K interventions replayed, stacked)
     .venv/bin/python bench/bench_steer.py bench --probe registry/reference_probes/cities-cp-logreg-smollm2 \
         --task cities-truth-v1 --n 64
 

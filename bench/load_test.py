@@ -5,7 +5,10 @@
 
 It starts what docker/ runs, on this machine: gunicorn with docker/gunicorn.conf.py, one Celery
 worker (concurrency 1), PostgreSQL and Redis given by the environment (the database named
-``<name>_loadtest`` is recreated and the Redis database flushed: use disposable ones). The registry is
+``<name>_loadtest`` is recreated and the Redis database flushed: use disposable ones). As in
+docker/, the migrations run as the role of ``DATABASE_URL`` (which owns the tables) and gunicorn and
+the worker as a role that owns nothing (``<name>_loadtest_app``, recreated), granted row access by
+docker/postgres/grants.sql. The registry is
 the small real one of the integration tests (real split rows, fewer of them) and the base model the
 smallest one, all-MiniLM-L6-v2, so that valid submissions are really evaluated in the time.
 
@@ -67,6 +70,25 @@ def fresh_database(url: str) -> str:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
     return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def site_role(url: str) -> str:
+    """Recreate the role ``<name>_app`` of the database of ``url`` (made by ``fresh_database``),
+    give it the grants of docker/postgres/grants.sql, run as the owner; return its URL."""
+    import psycopg
+
+    parts = urlsplit(url)
+    role = parts.path.lstrip("/") + "_app"
+    password = secrets.token_hex(16)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP ROLE IF EXISTS "{role}"')  # its database was dropped: no grants left
+        conn.execute(
+            f"CREATE ROLE \"{role}\" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD '{password}'"
+        )
+        conn.execute("SELECT set_config('probebench.app_role', %s, false)", [role])
+        conn.execute((ROOT / "docker" / "postgres" / "grants.sql").read_text().encode())
+    host = parts.hostname or "127.0.0.1"
+    return urlunsplit(parts._replace(netloc=f"{role}:{password}@{host}:{parts.port or 5432}"))
 
 
 def run(cmd: list[str], env: dict, **kw) -> str:
@@ -254,6 +276,7 @@ def main() -> int:
         .strip()
         .splitlines()[-1]
     )
+    site_env = {**env, "DATABASE_URL": site_role(env["DATABASE_URL"])}  # gunicorn and the worker
     probe_dir = probe_train(env, Path(env["PROBEBENCH_REGISTRY_ROOT"]), work / "probe")
     valid = probe_variants(probe_dir, args.valid, tag=secrets.token_hex(3))
     invalid = invalid_submissions(valid[0])
@@ -268,12 +291,12 @@ def main() -> int:
     web = subprocess.Popen(
         [str(Path(sys.executable).with_name("gunicorn")), "-c", "docker/gunicorn.conf.py",
          "probebench.wsgi:application"],
-        cwd=ROOT, env=env, stdout=web_log, stderr=subprocess.STDOUT,
+        cwd=ROOT, env=site_env, stdout=web_log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     worker = subprocess.Popen(
-        [str(Path(sys.executable).with_name("celery")), "-A", "probebench", "worker", "-Q", "gpu,default",
+        [str(Path(sys.executable).with_name("celery")), "-A", "probebench", "worker", "-Q", "default,primary,secondary",
          "--concurrency", "1", "--hostname", f"load-{port}@%h", "--loglevel", "INFO"],
-        cwd=ROOT, env=env, stdout=worker_log, stderr=subprocess.STDOUT,
+        cwd=ROOT, env=site_env, stdout=worker_log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:

@@ -1,5 +1,5 @@
 """Which on-policy behaviours exist at this model size? The design measurements behind the
-on-policy tasks (issue 13), rerun in one go.
+on-policy tasks, rerun in one go.
 
     .venv/bin/python bench/onpolicy_survey.py            # about 10 min on 2 CPU cores
     .venv/bin/python bench/onpolicy_survey.py --n 32     # fewer items per measurement

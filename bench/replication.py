@@ -1,6 +1,6 @@
 """Replication of the source papers' qualitative findings on our models and truth tasks.
 
-Findings checked (papers 000 and 003 in ../shared/papers):
+Findings checked (from the contrast-pair and supervised-probe literature; docs/METHODOLOGY.md):
 
 1. Unsupervised contrast-pair probes (top principal component of the centered differences
    φ(x⁺) − φ(x⁻)) beat chance and approach supervised ones (logistic regression on the same

@@ -20,6 +20,10 @@ input kind, template hash, split-file hash, max length, harvester + code version
 template, split, tokenizer or code version can never hit a stale entry. Entries are written to a
 temporary file and renamed into place, so two processes filling the same entry at once are safe
 (both write identical bytes; one rename wins) and a reader never sees half a file.
+
+A miss keeps every layer: :func:`split_activations` harvests, in the one forward it needs anyway,
+all the layers of the residual stream the cache lacks and stores one entry per layer, so a probe
+at any other layer of the same split, position and input reads the cache without a forward.
 """
 
 from __future__ import annotations
@@ -115,6 +119,33 @@ def render_prompts(task: TaskSpec, texts: Sequence[str], input_kind: str) -> lis
     raise EvaluatorError(f"unknown input {input_kind!r}; accepted: {', '.join(INPUT_KINDS)}")
 
 
+def run_inputs_check(
+    registry: Registry,
+    task_id: str,
+    split: str | None,
+    *,
+    model_id: str,
+    n_layers: int,
+    layers: Sequence[int],
+    position: str,
+    input_kind: str,
+) -> None:
+    """Refuse, before any model is loaded or file read, a run that could not start: an unknown
+    position or input, a task without the template the input needs, no ``split`` file for this
+    model (None: a split given as a file, e.g. a holdout), a layer the model does not have.
+    :func:`split_activations` calls it first; ``evaluator.applicability`` must agree with it."""
+    _check_positions([position])
+    task = registry.task(task_id)
+    task.template_hash(input_kind)  # an unknown template: UnknownNameError, saying what is accepted
+    render_prompts(task, [""], input_kind)
+    if split is not None and split not in task.splits_for(model_id):
+        where = f" for base model {model_id}" if task.on_policy else ""
+        raise RegistryError(f"task {task_id} has no {split!r} split{where}")
+    for layer in layers:
+        if not 0 <= layer <= n_layers:
+            raise EvaluatorError(f"layer {layer} out of range for {model_id}: 0..{n_layers}")
+
+
 def _check_positions(positions: Sequence[str]) -> None:
     for p in positions:
         if p not in POSITIONS:
@@ -132,10 +163,18 @@ def _first(output: Any) -> Any:
     return output[0] if isinstance(output, tuple) else output
 
 
-def forward_until(lm: LoadedModel, batch: dict[str, Any], layers: Sequence[int]) -> dict[int, Any]:
+def forward_until(
+    lm: LoadedModel,
+    batch: dict[str, Any],
+    layers: Sequence[int],
+    *,
+    consume: Callable[[int, Any], None] | None = None,
+) -> dict[int, Any]:
     """Run the base model on one tokenized batch and return {layer: "b t d_model" tensor}.
 
     Blocks after ``max(layers)`` never run. The tensors are in the compute dtype, on the device.
+    ``consume(layer, hidden)``: called as each layer is reached, instead of keeping its tensor
+    (the result is then empty), so a harvest of every layer never holds all their hidden states.
     """
     import torch
 
@@ -145,10 +184,15 @@ def forward_until(lm: LoadedModel, batch: dict[str, Any], layers: Sequence[int])
             raise EvaluatorError(f"layer {layer} out of range for {lm.id}: 0..{lm.n_layers}")
     deepest = wanted[-1]
     captured: dict[int, Any] = {}
+    reached: set[int] = set()
 
     def hook_for(layer: int):
         def hook(module, args, output):  # noqa: ARG001 - the hook signature
-            captured[layer] = _first(output)
+            if consume is None:
+                captured[layer] = _first(output)
+            else:
+                consume(layer, _first(output))
+                reached.add(layer)
             if layer == deepest:
                 raise _StopForward
 
@@ -167,7 +211,7 @@ def forward_until(lm: LoadedModel, batch: dict[str, Any], layers: Sequence[int])
         finally:
             for handle in handles:
                 handle.remove()
-    missing = [layer for layer in wanted if layer not in captured]
+    missing = [layer for layer in wanted if layer not in captured and layer not in reached]
     if missing:  # pragma: no cover - would mean the architecture skipped a block
         raise EvaluatorError(f"{lm.id}: layers {missing} were not reached by the forward pass")
     return captured
@@ -197,7 +241,8 @@ def harvest(
 ) -> dict[tuple[int, str], np.ndarray]:
     """Activations of ``prompts`` at every (layer, position): {(layer, position): "n d_model"} fp32.
 
-    One forward per batch serves every requested layer and position.
+    One forward per batch serves every requested layer and position; each layer is pooled as the
+    forward reaches it, so asking for every layer holds one layer's hidden states at a time.
     """
     import torch
 
@@ -242,10 +287,12 @@ def harvest(
             keep = 1 - torch.tensor(special[i], dtype=torch.float32) if special is not None else None
             pool[b, :length] = keep if keep is not None and keep.sum() > 0 else 1.0  # all-special: keep all
         batch = {"input_ids": input_ids.to(lm.device), "attention_mask": mask.to(lm.device)}
-        hidden = forward_until(lm, batch, layers)
         last = torch.as_tensor(lengths[rows] - 1, device=lm.device)
         weights = (pool / pool.sum(1, keepdim=True)).to(lm.device)  # "b t", rows sum to 1
-        for layer, h in hidden.items():
+
+        def pool_layer(
+            layer: int, h: Any, rows: np.ndarray = rows, last: Any = last, weights: Any = weights
+        ) -> None:
             h = h.float()
             for pos in positions:
                 if pos == "last_token":
@@ -253,6 +300,8 @@ def harvest(
                 else:
                     vec = torch.einsum("btd,bt->bd", h, weights)
                 out[(layer, pos)][rows] = vec.cpu().numpy()
+
+        forward_until(lm, batch, layers, consume=pool_layer)
         done += rows.size
         progress(done / n, "harvest")
     return out
@@ -344,6 +393,10 @@ class ActivationCache:
 
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.safetensors"
+
+    def has(self, key: str) -> bool:
+        """Whether an entry exists (not read: a damaged one is found, and replaced, on ``get``)."""
+        return self.path(key).is_file()
 
     def get(self, key: str) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
         """(arrays, metadata), or None on a miss. A damaged entry counts as a miss."""
@@ -438,6 +491,74 @@ def cache_key_parts(
     }
 
 
+def residual_layers(lm: LoadedModel) -> list[int]:
+    """Every layer a probe on ``lm`` may read: 0 (the embedding output) to ``n_layers``."""
+    return list(range(lm.n_layers + 1))
+
+
+@dataclass(frozen=True)
+class _Entry:
+    key: str
+    parts: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+    hit: bool
+
+
+def _through_cache(
+    lm: LoadedModel,
+    prompts: Callable[[], list[str]],
+    *,
+    layers: Sequence[int],
+    position: str,
+    parts_of: Callable[[int], dict[str, Any]],
+    pack: Callable[[np.ndarray], dict[str, np.ndarray]],
+    accept: Callable[[dict[str, Any]], bool],
+    meta: dict[str, Any],
+    cache: ActivationCache | None,
+    config: HarvestConfig,
+    progress: Progress,
+    all_layers: bool,
+) -> dict[int, _Entry]:
+    """{layer: entry} for ``layers``: read from the cache, or harvested in one pass and stored.
+
+    A miss harvests, in the same forward, every layer of the residual stream the cache does not
+    hold yet (``all_layers``, with a cache): one forward over a prompt list then serves a probe
+    at any layer later. The entries stay one per layer under the same content keys, so an entry
+    written by a one-layer harvest is read as it was and a read costs one layer's file.
+    ``accept(metadata)`` rejects a hit whose rows are not the ones asked for.
+    """
+    result: dict[int, _Entry] = {}
+    missing: dict[int, tuple[str, dict[str, Any]]] = {}
+    for layer in sorted(set(layers)):
+        parts = parts_of(layer)
+        key = ActivationCache.make_key(parts)
+        hit = cache.get(key) if cache is not None else None
+        if hit is not None and accept(hit[1]):
+            result[layer] = _Entry(key, parts, hit[0], True)
+        else:
+            missing[layer] = (key, parts)
+    if not missing:
+        return result
+    todo = dict(missing)
+    if cache is not None and all_layers:
+        for layer in residual_layers(lm):
+            if layer not in todo and layer not in result:
+                parts = parts_of(layer)
+                key = ActivationCache.make_key(parts)
+                if not cache.has(key):
+                    todo[layer] = (key, parts)
+    harvested = harvest(
+        lm, prompts(), layers=sorted(todo), positions=[position], config=config, progress=progress
+    )
+    for layer, (key, parts) in todo.items():
+        arrays = pack(harvested.pop((layer, position)))
+        if cache is not None:
+            cache.put(key, arrays, meta | {"key": parts})
+        if layer in missing:
+            result[layer] = _Entry(key, parts, arrays, False)
+    return result
+
+
 def split_activations(
     lm: LoadedModel,
     registry: Registry,
@@ -452,23 +573,37 @@ def split_activations(
     progress: Progress | None = None,
     split_file: str | Path | None = None,
     split_sha256: str | None = None,
+    all_layers: bool = True,
 ) -> dict[int, SplitActivations]:
     """Activations of a verified split at several layers: {layer: SplitActivations}.
 
     Layers found in the cache cost a file read; the missing ones are harvested together in one
-    pass over the split (the forward stops at the deepest missing layer) and then stored.
-    ``split_file``/``split_sha256``: a split outside tasks.yaml (a minted holdout), see read_split.
+    pass over the split and then stored. With a cache and ``all_layers`` (the default), that
+    pass keeps every layer of the model (:func:`residual_layers`) the cache lacks, so a later
+    probe at another layer of the same split, position and input reads the cache without a
+    forward; ``all_layers=False`` stops the forward at the deepest missing layer (the vectors are
+    the same either way). ``split_file``/``split_sha256``: a split outside tasks.yaml (a minted
+    holdout), see read_split.
     """
     config = config or HarvestConfig()
     progress = progress or _no_progress
-    _check_positions([position])
+    run_inputs_check(
+        registry,
+        task_id,
+        split if split_file is None else None,
+        model_id=lm.id,
+        n_layers=lm.n_layers,
+        layers=layers,
+        position=position,
+        input_kind=input_kind,
+    )
     start = time.perf_counter()
     rows = read_split(registry, task_id, split, path=split_file, expected_sha256=split_sha256, model=lm.id)
     task = registry.task(task_id)
-    result: dict[int, SplitActivations] = {}
-    missing: dict[int, tuple[str, dict[str, Any]]] = {}
-    for layer in sorted(set(layers)):
-        parts = cache_key_parts(
+    n = len(rows.ids)
+
+    def parts_of(layer: int) -> dict[str, Any]:
+        return cache_key_parts(
             lm,
             task,
             split_sha256=rows.sha256,
@@ -477,26 +612,83 @@ def split_activations(
             input_kind=input_kind,
             config=config,
         )
-        key = ActivationCache.make_key(parts)
-        hit = cache.get(key) if cache is not None else None
-        if hit is not None and hit[1].get("ids") == rows.ids:
-            result[layer] = _package(rows, lm, layer, position, input_kind, hit[0], key, parts, True, start)
-        else:
-            missing[layer] = (key, parts)
-    if missing:
-        prompts = render_prompts(task, rows.texts, input_kind)
-        harvested = harvest(
-            lm, prompts, layers=list(missing), positions=[position], config=config, progress=progress
-        )
-        n = len(rows.ids)
-        for layer, (key, parts) in missing.items():
-            matrix = harvested[(layer, position)]
-            arrays = {"X": matrix} if input_kind == "single" else {"X_pos": matrix[:n], "X_neg": matrix[n:]}
-            if cache is not None:
-                cache.put(key, arrays, {"key": parts, "ids": rows.ids, "task": task_id, "split": split})
-            result[layer] = _package(rows, lm, layer, position, input_kind, arrays, key, parts, False, start)
+
+    def pack(matrix: np.ndarray) -> dict[str, np.ndarray]:
+        return {"X": matrix} if input_kind == "single" else {"X_pos": matrix[:n], "X_neg": matrix[n:]}
+
+    entries = _through_cache(
+        lm,
+        lambda: render_prompts(task, rows.texts, input_kind),
+        layers=layers,
+        position=position,
+        parts_of=parts_of,
+        pack=pack,
+        accept=lambda meta: meta.get("ids") == rows.ids,
+        meta={"ids": rows.ids, "task": task_id, "split": split},
+        cache=cache,
+        config=config,
+        progress=progress,
+        all_layers=all_layers,
+    )
     progress(1.0, "harvest")
-    return result
+    return {
+        layer: _package(rows, lm, layer, position, input_kind, e.arrays, e.key, e.parts, e.hit, start)
+        for layer, e in entries.items()
+    }
+
+
+def prompts_key_parts(
+    lm: LoadedModel, prompts: Sequence[str], *, layer: int, position: str, config: HarvestConfig
+) -> dict[str, Any]:
+    """The key of an entry harvested from a list of rendered prompts that is not a split (the
+    word ablations of cross-model transfer): the prompts' own hash stands for split and template."""
+    return {
+        "weights_sha256": lm.weights_sha256,
+        "tokenizer_sha256": lm.tokenizer_sha256,
+        "dtype": lm.dtype_name,
+        "layer": layer,
+        "position": position,
+        "prompts_sha256": hashlib.sha256(json.dumps(list(prompts)).encode()).hexdigest(),
+        "n_prompts": len(prompts),
+        "max_length": min(config.max_length, lm.max_length),
+        "harvester": f"{CODE_VERSION}/{HARVESTER_VERSION}",
+    }
+
+
+def prompt_activations(
+    lm: LoadedModel,
+    prompts: Sequence[str],
+    *,
+    layer: int,
+    position: str,
+    cache: ActivationCache | None,
+    config: HarvestConfig | None = None,
+    progress: Progress | None = None,
+    all_layers: bool = True,
+) -> tuple[np.ndarray, str, bool]:
+    """("n d_model" float32, cache key, hit) of rendered ``prompts`` at one layer, through the
+    cache as :func:`split_activations` (a miss keeps every layer the cache lacks)."""
+    config = config or HarvestConfig()
+    progress = progress or _no_progress
+    _check_positions([position])
+    prompts = list(prompts)
+    entries = _through_cache(
+        lm,
+        lambda: prompts,
+        layers=[layer],
+        position=position,
+        parts_of=lambda k: prompts_key_parts(lm, prompts, layer=k, position=position, config=config),
+        pack=lambda matrix: {"X": matrix},
+        accept=lambda meta: meta.get("n_prompts") == len(prompts),
+        meta={"n_prompts": len(prompts)},
+        cache=cache,
+        config=config,
+        progress=progress,
+        all_layers=all_layers,
+    )
+    progress(1.0, "harvest")
+    entry = entries[layer]
+    return entry.arrays["X"], entry.key, entry.hit
 
 
 def _package(

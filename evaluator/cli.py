@@ -1,4 +1,6 @@
-"""Command line: ``python -m evaluator <command>``. JSON on stdout, progress and errors on stderr.
+"""Command line: ``python -m evaluator <command>``. JSON on stdout, progress and errors on stderr
+(a command with a summary, e.g. ``evaluate``, prints a short table instead when stdout is a
+terminal and ``--json`` is not given).
 
 Commands register themselves in ``COMMANDS`` (name → (add_arguments, run)); ``run`` returns the
 JSON-serialisable result or raises an EvaluatorError, which becomes exit status 2 with its message.
@@ -29,6 +31,27 @@ def command(name: str, add_arguments: Callable[[argparse.ArgumentParser], None])
         return fn
 
     return wrap
+
+
+#: command name → a function from its result to a short text for a terminal (``--json``, or a
+#: stdout that is not a terminal, prints the JSON instead)
+SUMMARIES: dict[str, Callable[[object], str]] = {}
+
+
+def summary(name: str):
+    def wrap(fn):
+        SUMMARIES[name] = fn
+        return fn
+
+    return wrap
+
+
+def wants_summary(args: argparse.Namespace, stream) -> bool:
+    """A command with a summary prints it to a terminal unless ``--json`` asks for the JSON."""
+    if args.command not in SUMMARIES or getattr(args, "json", False):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
 
 
 def _fail(message: str) -> int:
@@ -271,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
         result = run(args)
     except EvaluatorError as exc:
         return _fail(str(exc))
-    json.dump(result, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    if wants_summary(args, sys.stdout):
+        sys.stdout.write(SUMMARIES[args.command](result))
+    else:
+        json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
     return int(getattr(result, "exit_code", 0))  # e.g. reproduce: 1 when board and local disagree

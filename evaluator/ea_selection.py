@@ -1,4 +1,4 @@
-"""Shift-aware selection of an eval-awareness reference probe (issue 13, item 4).
+"""Shift-aware selection of an eval-awareness reference probe.
 
 The first eval-awareness reference probes (``ea-smollm2``, ``ea-gemma3``) were chosen by a layer
 sweep whose folds share the benchmark layouts and user frames: every layer scored ~1.000, and the

@@ -525,8 +525,15 @@ class ProbeEvaluation:
         return jsonable(out)
 
 
-def _tasks_for(probe: Probe, registry: Registry, task_ids: Sequence[str] | None) -> list[str]:
+def _tasks_for(
+    probe: Probe, registry: Registry, task_ids: Sequence[str] | None
+) -> tuple[list[str], dict[str, str]]:
+    """The tasks to evaluate the probe on, and {task: why not} for the category's active tasks it
+    cannot read (``evaluator.applicability``: the board's planner uses the same rule)."""
+    from evaluator.applicability import ProbeReads, applicability, applicable_tasks
+
     category = probe.metadata.category
+    reads, model = ProbeReads.of(probe.metadata), registry.model(probe.base_model)
     if task_ids:
         for task_id in task_ids:
             task = registry.task(task_id)
@@ -534,12 +541,19 @@ def _tasks_for(probe: Probe, registry: Registry, task_ids: Sequence[str] | None)
                 raise EvaluatorError(
                     f"task {task_id} is in category {task.category}; the probe is {category}"
                 )
-        return list(task_ids)
-    # an on-policy task is measured only on the base models whose behaviour it records
-    active = [t.id for t in registry.active_tasks(category, model=probe.base_model)]
-    if not active:
-        raise EvaluatorError(f"no active tasks in category {category}: nothing to evaluate the probe on")
-    return active
+            ok, why = applicability(reads, task, model)
+            if not ok:
+                raise EvaluatorError(f"task {task_id} is not applicable to this probe: {why}")
+        return list(task_ids), {}
+    applicable, not_applicable = applicable_tasks(
+        reads, [t for t in registry.tasks.values() if t.category == category and t.is_active], model
+    )
+    if not applicable:
+        raise EvaluatorError(
+            f"no active task in category {category} that this probe can read: nothing to evaluate"
+            + "".join(f"; {t}: {why}" for t, why in not_applicable.items())
+        )
+    return [t.id for t in applicable], not_applicable
 
 
 @dataclass(frozen=True)
@@ -612,7 +626,7 @@ def evaluate_probe(
     setup = _Setup(reg, cache_dir, device, dtype, config, enforced)
     p = as_probe(probe, reg)
     spec = reg.spec(spec_version)
-    task_ids = _tasks_for(p, reg, tasks)
+    task_ids, not_applicable = _tasks_for(p, reg, tasks)
     ea_applicable = p.metadata.category != EVAL_AWARENESS
     ref = as_probe(reference_probe, reg) if (reference_probe is not None and ea_applicable) else None
     if ref is not None and ref.base_model != p.base_model:
@@ -702,6 +716,7 @@ def evaluate_probe(
             "harvest": setup.config.to_dict(),
             "spec": spec.version,
             "tasks": task_ids,
+            "not_applicable": not_applicable,
             "transfer_targets": [r.target_model for r in transfer or []],
             "latency_reps": latency_reps,
             "reference_probe_sha256": ref.sha256 if ref is not None else None,

@@ -1,4 +1,4 @@
-"""Quarterly holdouts (SPEC.md §5 norm 4): minted deterministically from a task's holdout_pool.
+"""Quarterly holdouts: minted deterministically from a task's holdout_pool.
 
 The holdout of (task, quarter) is a seeded sample of the pool, seeded by the task id and the
 quarter, avoiding every row used by an earlier quarter's holdout while the pool still has enough

@@ -1,4 +1,4 @@
-"""Latency (SPEC.md §3): the probe-only forward, and the model forward up to the probe's layer.
+"""Latency: the probe-only forward, and the model forward up to the probe's layer.
 
 The probe latency is scored: the probe applied to one example's activation vector (batch 1) on
 the worker's device, median over ≥ 100 repetitions, in ms, reported with the device. The model

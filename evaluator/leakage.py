@@ -1,4 +1,4 @@
-"""Text overlap between declared training data and the test splits (SPEC.md §6, suspicion rule 2).
+"""Text overlap between declared training data and the test splits.
 
 Two texts match when they are equal after normalisation: Unicode NFKC, case folded, every
 punctuation character replaced by a space, whitespace collapsed to single spaces, ends stripped.

@@ -62,7 +62,7 @@ class ScoredExamples:
 
 @dataclass
 class TaskMetrics:
-    """Every per-task number of SPEC.md §3 for one probe on one task."""
+    """Every per-task number of docs/METHODOLOGY.md for one probe on one task."""
 
     task_id: str
     n_test: int

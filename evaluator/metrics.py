@@ -1,4 +1,4 @@
-"""Metrics of SPEC.md §3 as small pure functions on numpy arrays.
+"""The metrics of docs/METHODOLOGY.md as small pure functions on numpy arrays.
 
 Only numpy here: scikit-learn is used by the tests as an independent reference. Callers name
 the functions directly (``evaluator.measure`` for the board, ``summarize`` for the CLI).
@@ -12,7 +12,7 @@ from evaluator.errors import MetricInputError
 
 BOOTSTRAP_SEED = 20260401  # fixed: every interval on the board is reproducible
 BOOTSTRAP_RESAMPLES = 1000
-EA_QUANTILES = (0.2, 0.4, 0.6, 0.8)  # 5 bins of the reference probe's score (SPEC.md §3)
+EA_QUANTILES = (0.2, 0.4, 0.6, 0.8)  # 5 bins of the reference probe's score
 ECE_BINS = 10
 
 
@@ -121,7 +121,7 @@ def auroc_mean_ci(
 
 
 def auroc_ea(scores, labels, ref_scores) -> float:
-    """Eval-awareness-corrected AUROC, exactly SPEC.md §3.
+    """Eval-awareness-corrected AUROC, exactly as docs/METHODOLOGY.md defines it.
 
     edges = quantile(r, [.2,.4,.6,.8]); bin = searchsorted(edges, r, side="right"); count only
     (positive, negative) pairs inside the same bin, ties ½.

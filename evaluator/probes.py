@@ -1,4 +1,4 @@
-"""Probe artifacts (SPEC.md §2): parse, validate, apply and save.
+"""Probe artifacts: parse, validate, apply and save.
 
 An artifact is a safetensors file, never a pickle. Its header is checked here first by a small
 strict reader (8-byte little-endian header length, JSON header with depth and size limits), so
@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-MAX_ARTIFACT_BYTES = 50 * 1024 * 1024  # SPEC.md §2: size limit of an artifact
+MAX_ARTIFACT_BYTES = 50 * 1024 * 1024  # the size limit of an artifact
 MAX_HEADER_BYTES = 1024 * 1024
 #: A probe holds a handful of tensors of rank ≤ 2; the bounds refuse absurd headers early.
 MAX_TENSORS = 16

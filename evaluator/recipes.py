@@ -1,4 +1,4 @@
-"""Recipes (SPEC.md §2): declarative, deterministic probe training from a task's train split.
+"""Recipes: declarative, deterministic probe training from a task's train split.
 
 A recipe names a method, the task whose ``train`` split it trains on, the layer/position/input
 the probe reads, the template, hyperparameters and a seed. The same recipe re-fit on the same
@@ -364,8 +364,10 @@ def train_recipe(
     cache: ActivationCache | None,
     config: HarvestConfig | None = None,
     progress: Progress | None = None,
+    all_layers: bool = True,
 ) -> TrainResult:
-    """Harvest (or read from the cache) the recipe task's train split on ``lm`` and fit the recipe."""
+    """Harvest (or read from the cache) the recipe task's train split on ``lm`` and fit the recipe.
+    ``all_layers``: a harvest keeps every layer in the cache (see split_activations)."""
     from evaluator.activations import split_activations
 
     if not 0 <= recipe.layer <= lm.n_layers:
@@ -382,6 +384,7 @@ def train_recipe(
         cache=cache,
         config=config,
         progress=progress,
+        all_layers=all_layers,
     )[recipe.layer]
     tensors = fit_recipe(recipe, acts.X, acts.labels)
     log.info(

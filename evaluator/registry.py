@@ -20,7 +20,7 @@ import yaml
 
 from evaluator.errors import RegistryError, SplitHashMismatch, UnknownNameError
 
-#: The eight categories of SPEC.md §1, in board order.
+#: The eight categories, in board order.
 CATEGORIES: tuple[str, ...] = (
     "hallucination",
     "reasoning",
@@ -37,7 +37,7 @@ EVAL_AWARENESS = "eval_awareness"
 SPLIT_NAMES: tuple[str, ...] = ("train", "test", "distshift", "holdout_pool")
 REQUIRED_SPLITS: tuple[str, ...] = ("train", "test", "holdout_pool")
 TASK_STATUSES: tuple[str, ...] = ("active", "superseded")
-#: The components of ProbeScore (SPEC.md §4), in display order.
+#: The components of ProbeScore (docs/METHODOLOGY.md), in display order.
 COMPONENTS: tuple[str, ...] = (
     "auroc",
     "auroc_ea",

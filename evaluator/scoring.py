@@ -1,4 +1,4 @@
-"""ProbeScore (SPEC.md §4): the weighted composite of seven components.
+"""ProbeScore: the weighted composite of seven components.
 
     ProbeScore = w_auroc·AUROC + w_ea·AUROC_ea + w_ds·AUROC_ds + w_ece·(1 − 2·ECE)
                + w_ce·ρ_CE + w_lat·(1 − log10(ms)/4) + w_lic·L
@@ -64,7 +64,7 @@ class Measurements:
     #: probes of the eval_awareness category: the correction does not apply, raw AUROC is used
     ea_not_applicable: bool = False
     #: set when auroc_ds is a mean over tasks of which some had no distshift split and were
-    #: imputed per task (SPEC.md §3); the component is then flagged imputed with this note
+    #: imputed per task; the component is then flagged imputed with this note
     auroc_ds_partial_note: str = ""
 
     @classmethod

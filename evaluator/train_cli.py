@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from evaluator.cli import command, default_cache_dir
+from evaluator.cli import command, default_cache_dir, summary
 from evaluator.errors import EvaluatorError
 
 # GNU OpenMP threads spin while they wait. On a small shared machine (2 cores, another process
@@ -222,7 +222,21 @@ def _evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-reproduce", action="store_true", help="skip the recipe reproduction check")
     p.add_argument("--latency-reps", type=int, default=200)
     p.add_argument("--examples", action="store_true", help="include per-example scores in the output")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the full JSON result (the default when stdout is not a terminal; on a terminal"
+        " the default is a short summary table)",
+    )
     _common(p)
+
+
+@summary("evaluate")
+def evaluate_summary(result: object) -> str:
+    from evaluator.summary import evaluation_summary
+
+    assert isinstance(result, dict)  # run_evaluate returns the result as a dict
+    return evaluation_summary(result)
 
 
 def _csv(value: str | None) -> list[str] | None:

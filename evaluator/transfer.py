@@ -1,4 +1,4 @@
-"""Cross-model transfer, ρ_CE (SPEC.md §3).
+"""Cross-model transfer, ρ_CE.
 
 For each other base model (target), the probe's recipe is re-fit on the target's activations of
 the recipe task's train split, at the same relative depth. On a fixed transfer subset of that
@@ -33,7 +33,7 @@ from evaluator.errors import EvaluatorError
 from evaluator.results import Progress, fields_dict, no_progress, sub_progress
 
 if TYPE_CHECKING:  # pragma: no cover
-    from evaluator.activations import HarvestConfig, SplitRows
+    from evaluator.activations import ActivationCache, HarvestConfig, SplitRows
     from evaluator.models import LoadedModel
     from evaluator.probes import Probe
     from evaluator.registry import Registry, TaskSpec
@@ -108,9 +108,16 @@ def ablation_effects(
     max_words: int = MAX_WORDS,
     config: HarvestConfig | None = None,
     progress: Progress | None = None,
+    cache: ActivationCache | None = None,
 ) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """Effects e(x, j) "m" and their (example index, word index) pairs, for ``probe`` on ``lm``."""
-    from evaluator.activations import harvest, render_prompts
+    """Effects e(x, j) "m" and their (example index, word index) pairs, for ``probe`` on ``lm``.
+
+    ``cache``: the ablated prompts' activations are read from (or stored in) the activation
+    cache, keyed by the prompts' content, at every layer (:func:`evaluator.activations.prompt_activations`):
+    the transfer subset depends on the task only, so every transfer run of every probe of that
+    task on ``lm`` shares one forward. Without a cache they are harvested at the probe's layer.
+    """
+    from evaluator.activations import harvest, prompt_activations, render_prompts
 
     variants: list[str] = []
     pairs: list[tuple[int, int]] = []
@@ -120,14 +127,25 @@ def ablation_effects(
             pairs.append((x, j))
     all_texts = list(texts) + variants
     prompts = render_prompts(task, all_texts, probe.metadata.input)
-    acts = harvest(
-        lm,
-        prompts,
-        layers=[probe.layer],
-        positions=[probe.metadata.position],
-        config=config,
-        progress=progress,
-    )[(probe.layer, probe.metadata.position)]
+    if cache is not None:
+        acts, _, _ = prompt_activations(
+            lm,
+            prompts,
+            layer=probe.layer,
+            position=probe.metadata.position,
+            cache=cache,
+            config=config,
+            progress=progress,
+        )
+    else:
+        acts = harvest(
+            lm,
+            prompts,
+            layers=[probe.layer],
+            positions=[probe.metadata.position],
+            config=config,
+            progress=progress,
+        )[(probe.layer, probe.metadata.position)]
     if probe.metadata.input == "contrast_pair":
         acts = acts[: len(all_texts)] - acts[len(all_texts) :]
     scores = probe.score(acts)
@@ -150,11 +168,19 @@ def cross_model_transfer(
     config: HarvestConfig | None = None,
     progress: Progress | None = None,
     load: Callable[[str], LoadedModel] | None = None,
+    share_activations: bool = True,
 ) -> list[TransferResult]:
     """One TransferResult per target model (≠ the probe's base model). Needs the probe's recipe.
 
     ``load(model_id)`` returns a loaded base model (a worker passes its own keeper of loaded
     models); by default :func:`evaluator.models.load_model` with ``device``/``dtype``.
+
+    Every harvest goes through the activation cache under ``cache_dir``, which keeps every layer
+    a first harvest reaches: the re-fit's train split and the word ablations of source and
+    target are computed once per (model, task) and shared by the later transfer runs of any
+    probe of that task, at any layer. ``share_activations=False``: the path before the sharing,
+    kept to compare with (the ablations harvested at the probe's layer on every call, the train
+    split cached at the re-fit's layer only); the numbers are the same.
     """
     from evaluator.activations import ActivationCache, read_split
     from evaluator.metrics import pearson
@@ -175,6 +201,7 @@ def cross_model_transfer(
     # loaded model's files); a target without that behaviour (the encoder) is not a target
     targets = [t for t in targets if t != probe.base_model and task.measured_on(t)]
     cache = ActivationCache(cache_dir)
+    shared = cache if share_activations else None
     rows = read_split(registry, recipe.task, "test", model=probe.base_model)
     chosen = transfer_subset(rows, n_examples, seed)
     texts = [rows.texts[i] for i in chosen]
@@ -190,6 +217,7 @@ def cross_model_transfer(
         max_words=max_words,
         config=config,
         progress=sub_progress(progress, 0, 1 / steps, "transfer source "),
+        cache=shared,
     )
     if len(pairs) < 2:
         raise EvaluatorError(f"transfer subset of {recipe.task} has fewer than 2 word ablations")
@@ -207,6 +235,7 @@ def cross_model_transfer(
             progress=sub_progress(
                 progress, (1 + 2 * t) / steps, (2 + 2 * t) / steps, f"transfer {target} re-fit "
             ),
+            all_layers=share_activations,
         )
         from evaluator.probes import probe_from_tensors
 
@@ -225,6 +254,7 @@ def cross_model_transfer(
             max_words=max_words,
             config=config,
             progress=sub_progress(progress, (2 + 2 * t) / steps, (3 + 2 * t) / steps, f"transfer {target} "),
+            cache=shared,
         )
         assert target_pairs == pairs  # the ablations depend on the texts only
         rho = pearson(source_effects, target_effects)

@@ -6,7 +6,8 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 
 from leaderboard import models as m
-from leaderboard.errors import ServiceError
+from leaderboard.errors import ServiceError, ValidationFailed
+from leaderboard.validation import probe_name_clean
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -77,8 +78,23 @@ class ProbeVersionInline(admin.TabularInline):
         return False
 
 
+class ProbeAdminForm(forms.ModelForm):
+    """A rename follows the submission's text rules (``validation.probe_name_clean``)."""
+
+    class Meta:
+        model = m.Probe
+        fields = ("name",)  # the admin adds the other editable fields
+
+    def clean_name(self) -> str:
+        try:
+            return probe_name_clean(self.cleaned_data["name"])
+        except ValidationFailed as exc:
+            raise forms.ValidationError(exc.message.removeprefix("name: ")) from None
+
+
 @admin.register(m.Probe)
 class ProbeAdmin(admin.ModelAdmin):
+    form = ProbeAdminForm
     list_display = (
         "slug",
         "name",

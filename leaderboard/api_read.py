@@ -710,6 +710,18 @@ class ProbeOutput(serializers.Serializer):
         help_text="the eval-awareness reference probe auroc_ea is measured against (null: none, or"
         " an eval-awareness probe); `python -m evaluator reproduce` downloads it",
     )
+    not_applicable = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="task → why this probe cannot read it (its input's template, its base model's"
+        " files for an on-policy task): such tasks are never planned and not in the score",
+    )
+    pending_axes = serializers.SerializerMethodField(
+        help_text="the axes still being measured: [{axis, done, total, label}] (empty: none)"
+    )
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_pending_axes(self, detail) -> list[dict]:
+        return [a.to_dict() for a in detail.pending_axes]
 
 
 @public_read

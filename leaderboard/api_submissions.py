@@ -1,15 +1,25 @@
 """Submission API (v1): one view per action, token authentication, rate-limited submits.
 
 POST /api/v1/submissions        multipart: artifact (.safetensors), metadata (JSON), recipe (JSON)
-GET  /api/v1/submissions        the caller's submissions, paginated (count, next, previous, results)
-GET  /api/v1/submissions/{id}   status, progress, per-run states, failure/rejection reason, and
-                                once scored the per-task metrics and the ProbeScore per spec
+GET  /api/v1/submissions        the caller's submissions, paginated (count, next, previous, results);
+                                ``?probe=SLUG``: only that probe's
+GET  /api/v1/submissions/{id}   status, progress, per-run states, failure/rejection reason, the
+                                queue position and ETA (measured run times), and once scored the
+                                per-task metrics and the ProbeScore per spec
 """
 
 from __future__ import annotations
 
+import re
+
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import LimitOffsetPagination
@@ -19,8 +29,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from leaderboard.api_errors import ErrorSerializer
-from leaderboard.selectors.submissions import submission_detail_get, submissions_for_user
+from leaderboard.selectors.submissions import (
+    submission_detail_get,
+    submission_queue_estimate,
+    submissions_for_user,
+)
 from leaderboard.services.submissions import submission_create
+
+PROBE_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
 
 
 class RunSerializer(serializers.Serializer):
@@ -40,6 +56,7 @@ class SubmissionOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField(source="pk")
     status = serializers.CharField()
     url = serializers.SerializerMethodField()
+    page = serializers.SerializerMethodField()
     probe = serializers.CharField(source="probe_version.probe.slug")
     version = serializers.IntegerField(source="probe_version.number")
     artifact_sha256 = serializers.CharField(source="probe_version.artifact_sha256")
@@ -51,25 +68,57 @@ class SubmissionOutputSerializer(serializers.Serializer):
         path = f"/api/v1/submissions/{obj.pk}"
         return request.build_absolute_uri(path) if request else path
 
+    def get_page(self, obj) -> str:
+        """The submission's page (signed-in owner or staff; a token-only user follows the API)."""
+        request = self.context.get("request")
+        return request.build_absolute_uri(obj.get_absolute_url()) if request else obj.get_absolute_url()
+
     def get_age_days(self, obj) -> float:
         return round(obj.age.total_seconds() / 86400, 2)
 
 
+class QueueEstimateSerializer(serializers.Serializer):
+    queue_position = serializers.IntegerField(
+        allow_null=True, help_text="1: the next run to start is this submission's; null: none waits"
+    )
+    runs_ahead = serializers.IntegerField(allow_null=True)
+    eta_seconds = serializers.FloatField(
+        allow_null=True,
+        help_text="measured mean run time per kind × the runs ahead and this submission's own, over"
+        " the busy workers; null when a kind was never measured or the submission is final",
+    )
+    run_seconds = serializers.DictField(child=serializers.DictField(), help_text="kind → mean_s, runs")
+
+
 class SubmissionDetailSerializer(SubmissionOutputSerializer):
+    category = serializers.CharField(source="probe_version.probe.category_id")
     progress = serializers.FloatField()
     step = serializers.CharField()
     failure_reason = serializers.CharField()
     rejection_reason = serializers.CharField()
     runs = RunSerializer(many=True, source="runs_sorted")
-    page = serializers.SerializerMethodField()
+    queue = serializers.SerializerMethodField()
+    queue_position = serializers.SerializerMethodField()
+    eta_seconds = serializers.SerializerMethodField()
     scores = serializers.SerializerMethodField()
     per_task = serializers.SerializerMethodField()
     reproduced = serializers.BooleanField(source="probe_version.reproduced", allow_null=True)
     declared_gaps = serializers.JSONField(source="probe_version.declared_gaps")
 
-    def get_page(self, obj) -> str:
-        request = self.context.get("request")
-        return request.build_absolute_uri(obj.get_absolute_url()) if request else obj.get_absolute_url()
+    def _estimate(self, obj):
+        if not hasattr(obj, "queue_estimate"):
+            obj.queue_estimate = submission_queue_estimate(sub=obj)
+        return obj.queue_estimate
+
+    @extend_schema_field(QueueEstimateSerializer)
+    def get_queue(self, obj) -> dict:
+        return QueueEstimateSerializer(self._estimate(obj)).data
+
+    def get_queue_position(self, obj) -> int | None:
+        return self._estimate(obj).queue_position
+
+    def get_eta_seconds(self, obj) -> float | None:
+        return self._estimate(obj).eta_seconds
 
     def get_scores(self, obj) -> dict:
         return {
@@ -147,6 +196,7 @@ class SubmissionListCreateApi(APIView):
                     "id": serializers.IntegerField(),
                     "status": serializers.CharField(),
                     "url": serializers.URLField(),
+                    "page": serializers.URLField(),
                 },
             ),
             400: OpenApiResponse(ErrorSerializer, description="invalid metadata or artifact"),
@@ -167,13 +217,25 @@ class SubmissionListCreateApi(APIView):
         )
         out = SubmissionOutputSerializer(sub, context={"request": request}).data
         return Response(
-            {"id": out["id"], "status": out["status"], "url": out["url"]}, status=status.HTTP_201_CREATED
+            {"id": out["id"], "status": out["status"], "url": out["url"], "page": out["page"]},
+            status=status.HTTP_201_CREATED,
         )
 
-    @extend_schema(operation_id="submissions_list", responses=SubmissionOutputSerializer(many=True))
+    @extend_schema(
+        operation_id="submissions_list",
+        parameters=[OpenApiParameter("probe", str, description="only this probe's submissions (its id)")],
+        responses=SubmissionOutputSerializer(many=True),
+    )
     def get(self, request):
         paginator = LimitOffsetPagination()
-        page = paginator.paginate_queryset(submissions_for_user(user=request.user), request, view=self)
+        probe = request.query_params.get("probe") or None
+        if probe is not None and not PROBE_ID.fullmatch(probe):
+            raise serializers.ValidationError(
+                {"probe": "must be a probe id (letters, digits, '-', '_', '.')"}
+            )
+        page = paginator.paginate_queryset(
+            submissions_for_user(user=request.user, probe=probe), request, view=self
+        )
         data = SubmissionOutputSerializer(page, many=True, context={"request": request}).data
         return paginator.get_paginated_response(data)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth.forms import UserCreationForm
 
+from leaderboard.accounts import username_reserved
 from leaderboard.models import BaseModel, Category, License, Task
 from leaderboard.validation import INPUTS, OUTPUTS, POSITIONS
 
@@ -73,3 +74,9 @@ class SignupForm(UserCreationForm):
 
     class Meta(UserCreationForm.Meta):
         fields = ("username", "email")
+
+    def clean_username(self):
+        username = super().clean_username()
+        if username and username_reserved(username):
+            raise forms.ValidationError("This username is reserved; please choose another.", code="reserved")
+        return username

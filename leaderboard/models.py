@@ -1,4 +1,4 @@
-"""The data model of SPEC.md §1.
+"""The data model (docs/METHODOLOGY.md says what each entity is for).
 
 Registry entities (Category, Task, TaskSplit, BaseModel, License, WeightsSpec) are mirrors of the
 files under registry/ and tasks.yaml, written only by ``sync_registry``. Everything measured
@@ -233,7 +233,8 @@ class ProbeVersion(models.Model):
 
     probe = models.ForeignKey(Probe, on_delete=models.PROTECT, related_name="versions")
     number = models.PositiveIntegerField()
-    artifact_sha256 = models.CharField(max_length=64, unique=True)
+    #: one live version per file (``uniq_version_artifact``); a displaced copy keeps its hash
+    artifact_sha256 = models.CharField(max_length=64)
     artifact_path = models.CharField(max_length=255, help_text="relative to ARTIFACT_ROOT")
     artifact_bytes = models.PositiveBigIntegerField()
     kind = models.CharField(max_length=20, help_text="linear | mlp")
@@ -256,11 +257,23 @@ class ProbeVersion(models.Model):
     declared_gaps = models.JSONField(default=dict, blank=True)
     #: the AUROC the quarterly re-evaluation compares against (set when first scored)
     reference_auroc = models.FloatField(null=True, blank=True)
+    #: someone else's earlier copy of a reference probe's file, set aside when the reference-probe
+    #: install put the file under the system account (its submission is rejected with the reason)
+    displaced_by_reference = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["probe", "-number"]
-        constraints = [models.UniqueConstraint(fields=["probe", "number"], name="uniq_version_number")]
+        constraints = [
+            models.UniqueConstraint(fields=["probe", "number"], name="uniq_version_number"),
+            # a file is accepted once (the duplicate check looks the hash up here); only copies
+            # displaced by a reference probe's install are left out
+            models.UniqueConstraint(
+                fields=["artifact_sha256"],
+                condition=Q(displaced_by_reference=False),
+                name="uniq_version_artifact",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.probe.slug} v{self.number}"
@@ -319,7 +332,7 @@ class Submission(models.Model):
 
 
 class ReevaluationCycle(models.Model):
-    """A quarterly re-evaluation (SPEC.md §5 norm 4)."""
+    """A quarterly re-evaluation."""
 
     class Status(models.TextChoices):
         RUNNING = "running"
@@ -427,7 +440,7 @@ class CycleResult(models.Model):
 
 
 class EvaluationRun(models.Model):
-    """One probe version × one task × one split × one base model (SPEC.md §1)."""
+    """One probe version × one task × one split × one base model."""
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -683,6 +696,26 @@ class ReferenceUpdate(models.Model):
 
     def __str__(self) -> str:
         return f"eval-awareness reference update on {self.base_model_id} → {self.new_version}"
+
+
+class SystemAccount(models.Model):
+    """Marks the one user the reference probes are installed under (``leaderboard.accounts``).
+    Only ``services.accounts.system_account_get_or_create`` writes this row, together with the
+    user it creates: inactive, with an unusable password, refused by the login backend and by the
+    token service. The current eval-awareness reference is only ever a probe this user owns."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="system_account"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"system account {self.user}"
+
+
+def is_system_account(user) -> bool:
+    """True for the system account (one indexed lookup; False for anonymous users)."""
+    return bool(getattr(user, "pk", None)) and SystemAccount.objects.filter(user_id=user.pk).exists()
 
 
 class ApiToken(models.Model):

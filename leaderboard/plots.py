@@ -15,6 +15,8 @@ from xml.sax.saxutils import escape
 from django.utils.safestring import SafeString, mark_safe
 
 #: Okabe–Ito, readable by colour-blind readers (yellow dropped: too light on white).
+#: the legend's left edge (a legend spans the figure's width, not only the plot's)
+LEGEND_X = 12
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#56B4E9", "#E69F00", "#000000", "#999999")
 
 
@@ -40,6 +42,26 @@ class Axis:
 
 def _fmt(x: float) -> str:
     return f"{x:.1f}".rstrip("0").rstrip(".") if abs(x - round(x, 1)) < 1e-9 else f"{x:.2f}"
+
+
+#: The legend's font size (board.css, ``svg.chart .legend``) and a generous average glyph width
+#: for the system sans-serif fonts, in ems: used to keep every legend inside its figure.
+LEGEND_FONT_PX = 11.5
+GLYPH_EM = 0.62
+
+
+def text_width(text: str, font_px: float = LEGEND_FONT_PX) -> float:
+    """An upper estimate of the rendered width of ``text`` in px."""
+    return len(text) * font_px * GLYPH_EM
+
+
+def _fit(text: str, width: float, font_px: float = LEGEND_FONT_PX) -> str:
+    """``text``, cut with an ellipsis so that it fits in ``width`` px (the full text stays in the
+    entry's <title>)."""
+    if text_width(text, font_px) <= width:
+        return text
+    keep = max(int(width / (font_px * GLYPH_EM)) - 1, 1)
+    return text[:keep].rstrip() + "…"
 
 
 def _thin(points: Sequence[tuple[float, float]], limit: int = 400) -> list[tuple[float, float]]:
@@ -131,18 +153,24 @@ def line_chart(
                     f"<title>{escape(note)}</title></circle>"
                 )
         out.append("</g>")
-    # legend below the plot
+    # legend below the plot, inside the figure: one entry per row, a label too long for the
+    # figure's width cut with an ellipsis (the full label is the entry's <title>)
     ly = height + 4
     entries = [(s.label, s.color or PALETTE[i % len(PALETTE)], s.dashed) for i, s in enumerate(series)]
     if diagonal:
         entries.append((diagonal, "#777", True))
+    lx = LEGEND_X
+    out.append('<g class="chart-legend">')
     for label, color, dashed in entries:
         dash = ' stroke-dasharray="4 3"' if dashed else ""
+        shown = _fit(label, width - lx - 28 - LEGEND_X)
         out.append(
-            f'<line x1="{left}" y1="{ly + 6}" x2="{left + 22}" y2="{ly + 6}" stroke="{color}" stroke-width="2"{dash}/>'
+            f"<g><title>{escape(label)}</title>"
+            f'<line x1="{lx}" y1="{ly + 6}" x2="{lx + 22}" y2="{ly + 6}" stroke="{color}" stroke-width="2"{dash}/>'
+            f'<text x="{lx + 28}" y="{ly + 10}" class="legend">{escape(shown)}</text></g>'
         )
-        out.append(f'<text x="{left + 28}" y="{ly + 10}" class="legend">{escape(label)}</text>')
         ly += 18
+    out.append("</g>")
     out.append("</svg>")
     return mark_safe("".join(out))  # every text above went through escape()
 
@@ -258,7 +286,7 @@ def steer_svg(
     left, right, top, row_h = 150, 16, 34, 26
     plot_w = width - left - right
     plot_h = row_h * max(len(rows), 1)
-    height = top + plot_h + 62
+    height = top + plot_h + 80
     values = [v for _, effect, randoms in rows for v in (effect, *randoms)] or [0.0, 1.0]
     lo, hi = min(min(values), 0.0), max(max(values), 0.0)
     pad = (hi - lo) * 0.08 or 1.0
@@ -313,12 +341,14 @@ def steer_svg(
         f'<text x="{left + plot_w / 2}" y="{top + plot_h + 36}" text-anchor="middle" class="axis-label">'
         f"{escape(x_label)}</text>"
     )
-    ly = top + plot_h + 50
+    # the legend: two rows from the figure's left edge, so that it stays inside the figure
+    ly, lx = top + plot_h + 52, LEGEND_X
     out.append(
-        f'<path d="M{left + 6},{ly - 5} L{left + 11},{ly} L{left + 6},{ly + 5} L{left + 1},{ly} Z" '
-        f'fill="{PALETTE[1]}"/><text x="{left + 16}" y="{ly + 4}" class="legend">probe direction</text>'
-        f'<circle cx="{left + 136}" cy="{ly}" r="3" fill="{PALETTE[7]}"/>'
-        f'<text x="{left + 144}" y="{ly + 4}" class="legend">random directions (bar: mean ± 1 sd)</text>'
+        '<g class="chart-legend">'
+        f'<path d="M{lx + 6},{ly - 5} L{lx + 11},{ly} L{lx + 6},{ly + 5} L{lx + 1},{ly} Z" '
+        f'fill="{PALETTE[1]}"/><text x="{lx + 16}" y="{ly + 4}" class="legend">probe direction</text>'
+        f'<circle cx="{lx + 6}" cy="{ly + 18}" r="3" fill="{PALETTE[7]}"/>'
+        f'<text x="{lx + 16}" y="{ly + 22}" class="legend">random directions (bar: mean ± 1 sd)</text></g>'
     )
     out.append("</svg>")
     return mark_safe("".join(out))  # every text above went through escape()

@@ -1,5 +1,6 @@
-"""The policy numbers of SPEC.md §5–§6 and the rules they drive, in one home that both the writers
-(``leaderboard.services``) and the readers (``leaderboard.selectors``, the methodology page) import.
+"""The policy numbers (norms, re-evaluation, leakage; docs/METHODOLOGY.md) and the rules they
+drive, in one home that both the writers (``leaderboard.services``) and the readers
+(``leaderboard.selectors``, the methodology page) import.
 
 No database access here: constants and small pure functions only.
 """
@@ -10,13 +11,31 @@ from __future__ import annotations
 MAX_ATTEMPTS = 3
 #: the splits a probe is scored on, where the task has them
 SCORE_SPLITS = ("test", "train", "distshift")
+# Run priorities. The runs the board ranks on (a probe's scores on its tasks, the eval-awareness
+# reference's on the same items, the quarterly holdouts) go to the primary queue; the secondary axes
+# (transfer, reproduction, steering, and any later kind) to the secondary queue. A worker consumes
+# the queues in the order of WORKER_QUEUES and takes the next message from the first non-empty one
+# (bookkeeping first: seconds each, and it publishes the scores), so a queued score run starts
+# before any queued secondary run. A submission is scored (and on the board) once its primary runs
+# have finished; each secondary run that finishes after rescores it.
+PRIMARY_RUN_KINDS = ("score", "reference", "holdout")
+PRIMARY_QUEUE = "primary"
+SECONDARY_QUEUE = "secondary"
+DEFAULT_QUEUE = "default"  # bookkeeping: reference updates, rank intervals, the reconciler
+WORKER_QUEUES = f"{DEFAULT_QUEUE},{PRIMARY_QUEUE},{SECONDARY_QUEUE}"
 
-# Quarterly re-evaluation (SPEC.md §6). AUROC "points" are AUROC × 100.
+
+def run_queue(kind: str) -> str:
+    """The Celery queue of an evaluation run of ``kind``."""
+    return PRIMARY_QUEUE if kind in PRIMARY_RUN_KINDS else SECONDARY_QUEUE
+
+
+# Quarterly re-evaluation. AUROC "points" are AUROC × 100.
 DIFF_POINTS = 5.0  # a drop above this is listed in the public diff
 DEPRECATE_POINTS = 10.0  # a drop above this deprecates the entry
 LEAKAGE_POINTS = 10.0  # test AUROC above holdout AUROC by more than this opens a leakage record
 STABILITY_MIN_QUARTERS = 2
-REVIEW_GOAL_DAYS = 7  # SPEC.md §1: maintainers aim to review within 7 days
+REVIEW_GOAL_DAYS = 7  # maintainers aim to review within 7 days
 
 
 def spec_version_key(version: str) -> tuple:

@@ -18,9 +18,9 @@ from leaderboard.policy import (
     STABILITY_MIN_QUARTERS,
 )
 
-#: The policy numbers of SPEC.md §5–§6 that the pages explain (the methodology page renders these,
-#: never a number written in a template), from the modules that apply them (leaderboard.policy,
-#: evaluator). AUROC "points" are AUROC × 100.
+#: The policy numbers (norms, re-evaluation, leakage; docs/METHODOLOGY.md) that the pages explain
+#: (the methodology page renders these, never a number written in a template), from the modules
+#: that apply them (leaderboard.policy, evaluator). AUROC "points" are AUROC × 100.
 POLICY = {
     "max_component_weight": MAX_COMPONENT_WEIGHT,
     "diff_drop_points": DIFF_POINTS,
@@ -52,7 +52,7 @@ COMPONENT_SHORT = {
     "latency": "Latency",
     "license": "License",
 }
-#: How each component's value is computed from what was measured (SPEC.md §4). The numbers in
+#: How each component's value is computed from what was measured. The numbers in
 #: these strings come from evaluator.scoring's clamp ranges.
 COMPONENT_FORMULAS = {
     "auroc": "mean test-split AUROC over the category's active tasks",
@@ -65,3 +65,210 @@ COMPONENT_FORMULAS = {
     f"[{LATENCY_RANGE_MS[0]:g}, {LATENCY_RANGE_MS[1]:g}]",
     "license": "the openness score L of the probe's license (registry)",
 }
+
+
+#: The board's columns explained, in one place: the board's header tooltips and the methodology
+#: page's column table both read this (a test checks that every column the board shows is here and
+#: on the methodology page). Keys are the board's column keys (``rank``, ``score``, ``measured``,
+#: the COMPONENTS, ``recall``, ``lift``, ``utility``). Each entry says what the number is, its
+#: unit, its range, the uncertainty interval shown with it (or none), what 0 and the top of the
+#: range mean, and whether (and how) it counts in the ProbeScore.
+_LAT_LO, _LAT_HI = LATENCY_RANGE_MS
+COLUMN_HELP: dict[str, dict[str, str]] = {
+    "rank": {
+        "label": "# (rank)",
+        "what": "the entry's place on this board: ProbeScore without the license contribution first, "
+        "license only breaks exact ties; deprecated entries are not ranked",
+        "unit": "place (1 = top)",
+        "range": "1 to the number of ranked entries",
+        "interval": "under the rank, its 95% rank interval lo–hi (paired bootstrap over the test rows); rows "
+        "shaded alike in a run are a tie group: the data cannot tell adjacent members apart",
+        "zero": "the last place: the lowest ranked entry",
+        "top": "1: highest ranked; “tied for first” when another entry's rank interval also includes 1",
+        "score": "the ranking itself, not a component",
+    },
+    "score": {
+        "label": "ProbeScore",
+        "what": "the weighted sum of the seven components under the chosen weights spec (weights in each "
+        "column header)",
+        "unit": "none (a weighted mean of values in [0, 1])",
+        "range": "[0, 1]",
+        "interval": "below it, its 95% paired-bootstrap interval when the board's intervals are current",
+        "zero": "0: every component at its worst",
+        "top": "1: every component at its best",
+        "score": "is the score",
+    },
+    "measured": {
+        "label": "Measured-only score",
+        "what": "the ProbeScore over the measured components only (imputed ones left out, the weights "
+        "renormalised over what is left); the full ProbeScore is shown below it",
+        "unit": "none",
+        "range": "[0, 1]",
+        "interval": "none",
+        "zero": "0: every measured component at its worst",
+        "top": "1: every measured component at its best",
+        "score": "the ranking of the measured-only view",
+    },
+    "auroc": {
+        "label": COMPONENT_LABELS["auroc"],
+        "what": "area under the ROC curve on each task's test split, averaged over the category's active "
+        "tasks: the chance that a random positive row scores above a random negative one",
+        "unit": "none (a probability)",
+        "range": "[0, 1]; 0.5 is chance",
+        "interval": "below the value, its 95% bootstrap interval (the mean of the per-task bounds when "
+        "there are several tasks)",
+        "zero": "0: every negative scores above every positive (a perfect probe with its sign flipped)",
+        "top": "1: every positive scores above every negative",
+        "score": "counts, with the weight in its header",
+    },
+    "auroc_ea": {
+        "label": COMPONENT_LABELS["auroc_ea"],
+        "what": "AUROC counting only pairs of rows in the same quintile of the eval-awareness reference "
+        "probe's score, so a probe that only detects “this looks like a test” gains nothing",
+        "unit": "none (a probability)",
+        "range": "[0, 1]; 0.5 is chance",
+        "interval": "none on the board (resampled in the rank intervals)",
+        "zero": "0: inside every quintile, negatives score above positives",
+        "top": "1: perfect separation inside every quintile",
+        "score": "counts, with the weight in its header; n/a for eval-awareness probes (the raw AUROC "
+        "is used); imputed (*) as a fraction of the raw AUROC when the base model has no reference probe",
+    },
+    "auroc_ds": {
+        "label": COMPONENT_LABELS["auroc_ds"],
+        "what": "AUROC on the tasks' distribution-shift splits (held-out items re-formatted), averaged "
+        "over tasks",
+        "unit": "none (a probability)",
+        "range": "[0, 1]; 0.5 is chance",
+        "interval": "none on the board (resampled in the rank intervals)",
+        "zero": "0: inverted ranking on the shifted rows",
+        "top": "1: perfect separation on the shifted rows",
+        "score": "counts, with the weight in its header; imputed (*) as a fraction of the raw AUROC for a "
+        "task without a distribution-shift split",
+    },
+    "calibration": {
+        "label": COMPONENT_LABELS["calibration"],
+        "what": f"1 − 2·ECE: ECE is the expected calibration error of the probe's probabilities on the "
+        f"test rows ({ECE_BINS} equal-width bins; the mean gap between predicted probability and "
+        f"observed positive rate, weighted by bin size), clamped to [{ECE_RANGE[0]:g}, {ECE_RANGE[1]:g}]; "
+        f"the measured ECE is in the cell's tooltip",
+        "unit": "none (ECE is in probability units)",
+        "range": "[0, 1]",
+        "interval": "none on the board (resampled in the rank intervals)",
+        "zero": f"0: ECE ≥ {ECE_RANGE[1]:g}, the probabilities are off by half or more on average",
+        "top": "1: ECE = 0, predicted probabilities match the observed rates",
+        "score": "counts, with the weight in its header",
+    },
+    "rho_ce": {
+        "label": COMPONENT_LABELS["rho_ce"],
+        "what": "the probe's recipe re-fit on the other base models; per word of a test row, the change of "
+        "the score when the word is removed; the mean Pearson correlation of those effects between the "
+        f"probe's model and each other model, clamped to [{RHO_RANGE[0]:g}, {RHO_RANGE[1]:g}]",
+        "unit": "none (a correlation)",
+        "range": f"[{RHO_RANGE[0]:g}, {RHO_RANGE[1]:g}] after clamping (a raw ρ below 0 shows as 0)",
+        "interval": "none",
+        "zero": "0: the re-fit probes rely on unrelated (or opposite) words on other models",
+        "top": "1: the same words move the score the same way on every model",
+        "score": "counts, with the weight in its header; imputed (*) with the spec's default when the probe "
+        "has no recipe to re-fit",
+    },
+    "latency": {
+        "label": COMPONENT_LABELS["latency"],
+        "what": f"the probe alone applied to one activation vector (batch 1) on the worker, median over at "
+        f"least 100 repetitions, in ms (the measured ms is in the cell's tooltip), normalised as "
+        f"1 − log10(ms)/{math.log10(_LAT_HI):g} with ms clamped to [{_LAT_LO:g}, {_LAT_HI:g}]; the base "
+        f"model's forward pass is not part of it",
+        "unit": "none (the raw number is in ms)",
+        "range": "[0, 1]",
+        "interval": "none",
+        "zero": f"0: {_LAT_HI:g} ms or slower",
+        "top": f"1: {_LAT_LO:g} ms or faster. A linear or small MLP probe takes far less than {_LAT_LO:g} ms, "
+        "so today every such probe shows 1.000: the column then does not separate the entries, and its "
+        "weight adds the same amount to every ProbeScore, so it changes no rank",
+        "score": "counts, with the weight in its header",
+    },
+    "license": {
+        "label": COMPONENT_LABELS["license"],
+        "what": "the openness score L of the probe's license, from the license registry (methodology, "
+        "License scores)",
+        "unit": "none",
+        "range": "[0, 1]",
+        "interval": "none (a registry value, not a measurement)",
+        "zero": "0: the least open accepted license",
+        "top": "1: the most open licenses",
+        "score": "in the ProbeScore with the weight in its header, but it never decides a rank on its own: "
+        "it only breaks exact ties",
+    },
+    "recall": {
+        "label": "Recall@1%FPR",
+        "what": "the threshold is fixed on the train split's negatives (at most 1% of them above it) and "
+        "applied to the test split: the share of test positives above it, mean over tasks",
+        "unit": "none (a fraction of the test positives)",
+        "range": "[0, 1]",
+        "interval": "none",
+        "zero": "0: no test positive clears a threshold strict enough for a 1% false-positive rate",
+        "top": "1: every test positive clears it",
+        "score": "not part of the ProbeScore (shown beside it)",
+    },
+    "lift": {
+        "label": "Lift over text",
+        "what": "the probe's test AUROC minus the AUROC of a bag-of-words logistic regression fit on the same "
+        "task's train rows and measured on the same test rows, mean over tasks: what the probe finds "
+        "beyond the words themselves",
+        "unit": "AUROC difference",
+        "range": "[−1, 1]",
+        "interval": "none",
+        "zero": "0: no better than word counts. On a task where word counts alone reach AUROC 1.000 no probe "
+        "can show any lift: the whole eval-awareness board reads 0.000 for that reason (the test rows "
+        "are separable from their words alone), which says that about the task, not about the probes",
+        "top": "positive: the probe separates the classes better than the words do; negative: worse",
+        "score": "not part of the ProbeScore (shown beside it)",
+    },
+    "utility": {
+        "label": "Direction utility",
+        "what": "does the probe's direction steer the model? Adding (and projecting out) the probe's direction "
+        "at its layer changes a behavioural readout; the effect is compared with the same intervention "
+        "along random directions: z = (effect − mean of the random effects) / their standard deviation, "
+        "mean over the tasks that have a readout (the probe page shows each task's effects)",
+        "unit": "a z-score (standard deviations of the random directions' effects)",
+        "range": "unbounded; positive: steers more than a random direction",
+        "interval": "none: no interval is stored for it",
+        "zero": "0: the probe's direction steers no more than a random one",
+        "top": "no ceiling; n/a: not measured (no readout task, not a linear probe, or not a decoder model)",
+        "score": "not part of the ProbeScore (shown beside it)",
+    },
+}
+
+
+def column_tooltip(key: str) -> str:
+    """A board header's ``title``: what the column is, its unit, range, interval, what its ends
+    mean and whether it counts in the ProbeScore."""
+    h = COLUMN_HELP[key]
+    return (
+        f"{h['label']}: {h['what']}. Unit: {h['unit']}. Range: {h['range']}. Interval: {h['interval']}. "
+        f"Bottom: {h['zero']}. Top: {h['top']}. In the ProbeScore: {h['score']}."
+    )
+
+
+#: Two values closer than this read the same on the board (it shows three decimals).
+FLAT_TOLERANCE = 0.0005
+#: The rule in words (the methodology page).
+FLAT_RULE = (
+    f"every entry with a value within {FLAT_TOLERANCE:g} of the others (the board shows three decimals), "
+    "at least two entries"
+)
+
+
+def flat_column_note(key: str, *, value: float, n: int, weight: float | None, imputed: int = 0) -> str:
+    """What the board says about a column whose ``n`` entries all show ``value`` (``imputed`` of
+    them imputed, not measured)."""
+    if weight:
+        effect = (
+            f"it counts in the ProbeScore (weight {weight:.2f}), adding the same {weight * value:.3f} to every "
+            "entry, so it changes no rank"
+        )
+    else:
+        effect = "it is not part of the ProbeScore"
+    which = (
+        "; imputed for every entry" if imputed == n else (f"; {imputed} of them imputed" if imputed else "")
+    )
+    return f"all {n} entries equal ({value:.3f}{which}): this column does not separate them; {effect}"

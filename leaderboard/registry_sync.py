@@ -4,7 +4,7 @@ Idempotent: a second run with unchanged files changes nothing and reports zero c
 disappeared from the files are never deleted (runs and scores point at them); a task removed from
 tasks.yaml is a registry error to fix in the file, not something to delete silently.
 
-Supersession (SPEC.md §6): a refreshed task names the task it replaces with ``supersedes: old-id``.
+Supersession: a refreshed task names the task it replaces with ``supersedes: old-id``.
 The sync records the pair at once (``old.superseded_by = new``, old still active: the two run side
 by side); the first re-evaluation cycle that runs both marks the old one superseded in the
 database. The sync never re-activates a task that a cycle superseded while tasks.yaml still

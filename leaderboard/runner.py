@@ -113,6 +113,14 @@ def loaded_model(model_id: str):
         return lm
 
 
+def model_libraries_import() -> list[str]:
+    """Import the model libraries and the registry's architectures now (a worker process at
+    start, before its first run: ``leaderboard.tasks``), never under a run's time limit."""
+    from evaluator.models import model_libraries_import as import_now
+
+    return import_now(tuple(sorted({spec.architecture for spec in registry().models.values()})))
+
+
 def probe_for(version: ProbeVersion):
     """The stored artifact of a version as an evaluator Probe (its metadata as submitted)."""
     from evaluator.probes import probe_from_tensors, read_safetensors

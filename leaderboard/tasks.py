@@ -1,7 +1,7 @@
 """Celery tasks: thin, idempotent wrappers that take an id and call a service.
 
-Evaluation runs go to the ``gpu`` queue with ``acks_late`` (a worker that dies mid-run leaves
-the message to be redelivered; the conditional claim in the service makes a redelivery of a run
+Evaluation runs go to the ``primary`` or ``secondary`` queue by kind, with ``acks_late`` (a
+worker that dies mid-run leaves the message to be redelivered; the conditional claim in the service makes a redelivery of a run
 that is already running or finished a no-op). Retries with backoff live here, state rules in the
 service. The services are imported inside the task bodies (the services publish tasks by name,
 see ``leaderboard.services.runs``); what a decorator needs comes from ``leaderboard.errors`` and
@@ -10,6 +10,7 @@ probebench/celery.py routes and schedules.
 """
 
 from celery import shared_task
+from celery.signals import worker_process_init
 from django.conf import settings
 
 from leaderboard.errors import InfrastructureFault
@@ -59,3 +60,13 @@ def rank_intervals_refresh_task(category_id: str) -> dict:
     from leaderboard.services.rank_intervals import rank_intervals_refresh
 
     return rank_intervals_refresh(category_id=category_id)
+
+
+@worker_process_init.connect
+def model_libraries_import_at_start(**kwargs) -> None:
+    """Each worker process imports torch, transformers and the rest before its first run: a run
+    cut off by its soft time limit in the middle of a first ``import torch`` left a half-imported
+    torch that failed every later run of the process (``leaderboard.runner.model_libraries_import``)."""
+    from leaderboard.runner import model_libraries_import
+
+    model_libraries_import()

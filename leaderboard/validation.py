@@ -1,4 +1,4 @@
-"""Validation of a submission's metadata (SPEC.md §2), shared by the API and the web form.
+"""Validation of a submission's metadata, shared by the API and the web form.
 
 Each problem is a ValidationFailed naming the field, what was wrong and what is accepted. The
 artifact bytes themselves are validated by ``evaluator.probes`` against the base model.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -76,7 +76,32 @@ class CleanMetadata:
     declared_metrics: dict[str, float]
     recipe: dict[str, Any] | None
     probe_slug: str | None  # a new version of an existing probe of the submitter
-    raw: dict[str, Any] = field(default_factory=dict)
+
+    def document(self) -> dict[str, Any]:
+        """The metadata as accepted, in the one shape the workers and the reproduce client read
+        (``evaluator.probes.ProbeMetadata``): what is stored, never the text as it was sent (an
+        ``authors`` string, a null description, a name with spaces or in NFD come out normalised).
+        """
+        document: dict[str, Any] = {
+            "name": self.name,
+            "category": self.category.slug,
+            "base_model": self.base_model.slug,
+            "layer": self.layer,
+            "position": self.position,
+            "input": self.input,
+            "output": self.output,
+            "license": self.license.spdx_id,
+            "authors": list(self.authors),
+            "paper_url": self.paper_url,
+            "description": self.description,
+            "training_data": dict(self.training_data),
+            "declared_metrics": dict(self.declared_metrics),
+        }
+        if self.recipe is not None:
+            document["recipe"] = self.recipe
+        if self.probe_slug:
+            document["probe"] = self.probe_slug
+        return document
 
 
 def _fail(field_name: str, message: str):
@@ -128,6 +153,16 @@ def _max_length(model, field_name: str) -> int:
     return model._meta.get_field(field_name).max_length
 
 
+def probe_name_clean(value: Any) -> str:
+    """A probe's name as stored, by the text rules (NFC, no control or bidirectional characters)
+    and 3 to 160 characters: for a submission and for a rename in the admin alike."""
+    name_max = _max_length(Probe, "name")
+    name = text_clean(value, "name", max_length=name_max)
+    if len(name) < 3:
+        _fail("name", f"must be 3 to {name_max} characters")
+    return name
+
+
 def metadata_validate(metadata: Any, *, recipe: Any = None) -> CleanMetadata:
     if not isinstance(metadata, dict):
         _fail("metadata", "expected a JSON object (the probe.json written by `python -m evaluator train`)")
@@ -140,10 +175,7 @@ def metadata_validate(metadata: Any, *, recipe: Any = None) -> CleanMetadata:
         if metadata.get(required) in (None, ""):
             _fail(required, "this field is required")
 
-    name_max = _max_length(Probe, "name")
-    name = text_clean(metadata["name"], "name", max_length=name_max)
-    if len(name) < 3:
-        _fail("name", f"must be 3 to {name_max} characters")
+    name = probe_name_clean(metadata["name"])
 
     category = Category.objects.filter(slug=metadata["category"]).first()
     if category is None:
@@ -228,12 +260,11 @@ def metadata_validate(metadata: Any, *, recipe: Any = None) -> CleanMetadata:
         declared_metrics={k: float(v) for k, v in declared.items()},
         recipe=recipe,
         probe_slug=probe_slug,
-        raw=metadata,
     )
 
 
 def _training_data_validate(training_data: Any) -> dict[str, Any]:
-    """The declaration the leakage rule checks against every test split (SPEC.md §6):
+    """The declaration the leakage rule checks against every test split:
 
     ``tasks``: ProbeBench task ids trained on; ``splits``: which of their splits (default
     ``["train"]``; say ``"test"`` if you trained on it); ``text_sha256``: for external data, the

@@ -18,7 +18,14 @@ from django.views.decorators.http import conditional_page, require_safe
 
 from evaluator.registry import COMPONENTS
 from leaderboard import plots
-from leaderboard.presentation import COMPONENT_LABELS, POLICY
+from leaderboard.presentation import (
+    COLUMN_HELP,
+    COMPONENT_LABELS,
+    FLAT_RULE,
+    POLICY,
+    column_tooltip,
+    flat_column_note,
+)
 from leaderboard.selectors import cycles, registry
 from leaderboard.selectors.board import (
     BOARD_STATUSES,
@@ -26,6 +33,7 @@ from leaderboard.selectors.board import (
     BoardQueryError,
     board_details_attach,
     board_filter_choices,
+    board_flat_columns,
     board_get,
     board_overview,
     board_query_from_params,
@@ -39,6 +47,7 @@ from leaderboard.selectors.cycles import (
     reference_update_list,
 )
 from leaderboard.selectors.probes import artifact_version_get, probe_detail
+from leaderboard.selectors.progress import board_pending_attach, failures_public, pending_by_category
 from leaderboard.selectors.registry import base_model_detail, base_model_list, task_detail
 from leaderboard.selectors.submissions import submission_queue
 
@@ -75,7 +84,9 @@ def _with(params, **changes) -> str:
 
 
 def _sort_headers(board: Board, params) -> list[dict]:
-    """The sortable column headers: label, weight, link and aria-sort."""
+    """The sortable column headers: label, weight, link, aria-sort, the column's explanation
+    (presentation.COLUMN_HELP, also on the methodology page) and, for a column whose entries all
+    show the same value, a note saying so."""
     q = board.query
     columns = [{"key": "score", "label": "ProbeScore", "short": "ProbeScore", "weight": None}]
     if q.measured_only:
@@ -84,31 +95,10 @@ def _sort_headers(board: Board, params) -> list[dict]:
         {"key": c["name"], "label": c["label"], "short": c["short"], "weight": c["weight"]}
         for c in board.components
     ]
-    columns.append(
-        {
-            "key": "recall",
-            "label": "Recall at 1% FPR (threshold fixed on the train split, applied to test; mean over tasks)",
-            "short": "Recall@1%FPR",
-            "weight": None,
-        }
-    )
-    columns.append(
-        {
-            "key": "lift",
-            "label": "Lift over text: probe test AUROC − bag-of-words AUROC on the same rows (mean over tasks)",
-            "short": "Lift/text",
-            "weight": None,
-        }
-    )
-    columns.append(
-        {
-            "key": "utility",
-            "label": "Direction utility: does the probe's direction steer the model's behavioural readout"
-            " (mean z against random directions over readout tasks; not part of the ProbeScore)",
-            "short": "Dir. utility",
-            "weight": None,
-        }
-    )
+    columns.append({"key": "recall", "label": "Recall at 1% FPR", "short": "Recall@1%FPR", "weight": None})
+    columns.append({"key": "lift", "label": "Lift over text", "short": "Lift/text", "weight": None})
+    columns.append({"key": "utility", "label": "Direction utility", "short": "Dir. utility", "weight": None})
+    flat = board_flat_columns(board)
     headers = []
     for col in columns:
         active = q.sort == col["key"]
@@ -119,7 +109,19 @@ def _sort_headers(board: Board, params) -> list[dict]:
         else:
             href = _with(params, sort=None if col["key"] == "score" else col["key"], dir=None, page=None)
             aria = "none"
-        headers.append(col | {"href": href, "aria_sort": aria, "active": active})
+        note = ""
+        if col["key"] in flat:
+            note = flat_column_note(col["key"], weight=col["weight"], **flat[col["key"]])
+        headers.append(
+            col
+            | {
+                "href": href,
+                "aria_sort": aria,
+                "active": active,
+                "help": column_tooltip(col["key"]),
+                "flat": note,
+            }
+        )
     return headers
 
 
@@ -127,11 +129,13 @@ def _board_context(request, board: Board) -> dict:
     params = request.GET
     page = Paginator(board.rows, BOARD_PAGE_SIZE).get_page(params.get("page"))
     board_details_attach(page.object_list)
+    board_pending_attach(page.object_list)
     return {
         "board": board,
         "page_obj": page,
         "rows": page.object_list,
         "headers": _sort_headers(board, params),
+        "rank_help": column_tooltip("rank"),
         "choices": board_filter_choices(),
         "statuses": BOARD_STATUSES,
         "prev_href": _with(params, page=page.previous_page_number()) if page.has_previous() else None,
@@ -152,7 +156,13 @@ def index(request):
     return render(
         request,
         "leaderboard/index.html",
-        {"spec": spec, "specs": specs, "summaries": summaries, "tabs": category_tabs()},
+        {
+            "spec": spec,
+            "specs": specs,
+            "summaries": summaries,
+            "tabs": category_tabs(),
+            "pending": pending_by_category(),
+        },
     )
 
 
@@ -165,7 +175,11 @@ def category(request, slug):
         if exc.param == "category":
             raise Http404(exc.message) from None
         return _bad_request(request, exc)
-    context = _board_context(request, board) | {"tabs": category_tabs(), "current": slug}
+    context = _board_context(request, board) | {
+        "tabs": category_tabs(),
+        "current": slug,
+        "pending": pending_by_category().get(slug),
+    }
     return render(request, "leaderboard/category.html", context)
 
 
@@ -315,7 +329,12 @@ def model(request, slug):
 
 @public_page
 def methodology(request):
-    context = registry.methodology() | {"uncertainty": uncertainty_method()}
+    columns = [{"key": key, **help} for key, help in COLUMN_HELP.items()]
+    context = registry.methodology() | {
+        "uncertainty": uncertainty_method(),
+        "columns": columns,
+        "flat_rule": FLAT_RULE,
+    }
     return render(request, "leaderboard/methodology.html", context)
 
 
@@ -420,5 +439,9 @@ def queue(request):
     return render(
         request,
         "leaderboard/queue.html",
-        {"entries": submission_queue(), "goal_days": POLICY["review_goal_days"]},
+        {
+            "entries": submission_queue(),
+            "failures": failures_public(),
+            "goal_days": POLICY["review_goal_days"],
+        },
     )

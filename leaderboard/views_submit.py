@@ -28,7 +28,7 @@ def signup(request):
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = form.save()
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        login(request, user, backend="leaderboard.authentication.AccountBackend")
         return redirect("submit:new")
     return render(request, "leaderboard/signup.html", {"form": form})
 

@@ -1,14 +1,25 @@
-"""The Celery app. Evaluation runs go to the ``gpu`` queue (workers with the models),
-bookkeeping (scoring, reconciling, cycles) to ``default``.
+"""The Celery app. Evaluation runs go to the ``primary`` queue (the runs the board ranks on:
+score, reference, holdout) or the ``secondary`` queue (transfer, reproduce, steer), by run kind
+(``leaderboard.policy.run_queue``, applied where ``services.runs`` publishes a run); bookkeeping
+(scoring, reconciling, cycles) to ``default``.
+
+A worker consumes its queues in the order given (``-Q default,primary,secondary``,
+``leaderboard.policy.WORKER_QUEUES``): on Redis with ``queue_order_strategy: priority`` (settings),
+on the embedded filesystem broker with ``probebench.broker`` (the stock transport takes the queues
+in turn). With one message prefetched per process and ``acks_late`` (nothing more is fetched while
+a run executes), a queued score run always starts before a queued secondary run.
 
 Scale out by starting more workers on more hosts against the same broker and database:
-``celery -A probebench worker -Q gpu --concurrency 1`` on each machine with a model.
+``celery -A probebench worker -Q default,primary,secondary --concurrency 1`` on each machine with a
+model (a worker given only ``primary`` measures the board's numbers and nothing else).
 """
 
 import os
 
 from celery import Celery
 from kombu import Queue
+
+from leaderboard.policy import DEFAULT_QUEUE, PRIMARY_QUEUE, SECONDARY_QUEUE
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "probebench.settings")
 # GNU OpenMP threads spin while they wait; on a small shared machine that slows a worker badly.
@@ -20,12 +31,17 @@ app.conf.update(
     task_serializer="json",
     result_serializer="json",
     accept_content=["json"],
-    task_queues=(Queue("default"), Queue("gpu")),
-    task_default_queue="default",
-    task_routes={"leaderboard.tasks.evaluation_run_execute_task": {"queue": "gpu"}},
+    task_queues=(Queue(DEFAULT_QUEUE), Queue(PRIMARY_QUEUE), Queue(SECONDARY_QUEUE)),
+    task_default_queue=DEFAULT_QUEUE,
+    # a run published without its kind's queue (the Celery default route) is a primary run;
+    # services.runs gives every run its kind's queue
+    task_routes={"leaderboard.tasks.evaluation_run_execute_task": {"queue": PRIMARY_QUEUE}},
     # A hard limit kills a stuck evaluation; the reconciler re-queues it.
     task_time_limit=60 * 60,
     task_soft_time_limit=55 * 60,
+    # a new pool process imports the model libraries before it reports ready
+    # (leaderboard.tasks.model_libraries_import_at_start): seconds, a minute on a busy machine
+    worker_proc_alive_timeout=float(os.environ.get("PROBEBENCH_WORKER_START_TIMEOUT_S", "300")),
     worker_prefetch_multiplier=1,  # long tasks: don't hoard messages a sibling could run
     task_reject_on_worker_lost=True,
     broker_connection_retry_on_startup=True,

@@ -54,8 +54,25 @@ def envlist(name: str, default: str) -> list[str]:
 
 # --------------------------------------------------------------------------- core
 
+#: Everything the site writes lives under one directory: the SQLite file, uploaded artifacts,
+#: the model and activation caches, the filesystem broker. A second instance gets its own.
+DATA_DIR = Path(env("PROBEBENCH_DATA_DIR", str(BASE_DIR / "var"))).resolve()
 DEBUG = envbool("DEBUG", "False")
+#: the secret ``make demo`` writes, found without SECRET_KEY_FILE, so every ``manage.py`` command
+#: of the README works in the same data directory as written
+DATA_DIR_SECRET = DATA_DIR / "secret_key"
+#: "production" (the compose file) turns on HTTPS by default and forbids DEBUG.
+ENVIRONMENT = env("PROBEBENCH_ENV", "development")
+if DEBUG and ENVIRONMENT == "production":
+    # DEBUG shows settings and tracebacks to anyone and lets the public development key sign sessions
+    raise ImproperlyConfigured(
+        "DEBUG=True is refused under PROBEBENCH_ENV=production: it shows tracebacks and settings to"
+        " every visitor and would sign sessions with the public development key; unset DEBUG (or set"
+        " DEBUG=False) in production, or PROBEBENCH_ENV=development for a local instance"
+    )
 SECRET_KEY = env("SECRET_KEY")
+if not SECRET_KEY and not os.environ.get("SECRET_KEY_FILE") and DATA_DIR_SECRET.is_file():
+    SECRET_KEY = DATA_DIR_SECRET.read_text().strip()
 if not SECRET_KEY:
     # A public default signs sessions, CSRF tokens and password resets that anyone can forge:
     # only a debug instance (never reachable from outside) may use it.
@@ -70,9 +87,6 @@ ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 SITE_NAME = "ProbeBench"
 
-#: Everything the site writes lives under one directory: the SQLite file, uploaded artifacts,
-#: the model and activation caches, the filesystem broker. A second instance gets its own.
-DATA_DIR = Path(env("PROBEBENCH_DATA_DIR", str(BASE_DIR / "var"))).resolve()
 MEDIA_ROOT = DATA_DIR / "media"
 ARTIFACT_ROOT = MEDIA_ROOT / "artifacts"
 #: Model weights (safetensors conversions) and activations; content-addressed, safe to share.
@@ -179,10 +193,14 @@ if REDIS_URL:
         raise ImproperlyConfigured(f"REDIS_URL must be a redis:// URL, got {REDIS_URL!r}")
     CELERY_BROKER_URL = REDIS_URL
     CELERY_RESULT_BACKEND = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": 3600}
+    # a worker takes the next message from the first non-empty queue of its -Q list (primary
+    # runs before secondary ones; probebench/celery.py), not from the queues in turn
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": 3600, "queue_order_strategy": "priority"}
 else:
     BROKER_DIR = DATA_DIR / "broker"
     CELERY_BROKER_URL = "filesystem://"
+    # kombu's filesystem transport, polling a worker's queues in its -Q order (probebench/broker.py)
+    CELERY_BROKER_TRANSPORT = "probebench.broker:FilesystemTransport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
@@ -217,7 +235,7 @@ EVALUATION_DEVICE = env("PROBEBENCH_DEVICE", "") or None
 #: submission (a linear probe on a decoder model). The test suite turns it off (tests/env_defaults.py)
 #: except where a test measures it: each run replays the model 2K+2 times on a subset of rows.
 STEER_RUNS = envbool("PROBEBENCH_STEER_RUNS", "True")
-#: Rows in each task's quarterly holdout, minted from its holdout_pool (SPEC.md §5 norm 4).
+#: Rows in each task's quarterly holdout, minted from its holdout_pool.
 HOLDOUT_SIZE = envint("PROBEBENCH_HOLDOUT_SIZE", "100", minimum=2)
 
 # --------------------------------------------------------------------------- API
@@ -243,9 +261,9 @@ REST_FRAMEWORK = {
     # a client-sent X-Forwarded-For is then ignored, so forging one does not reset a limit.
     "NUM_PROXIES": envint("PROBEBENCH_NUM_PROXIES", "0"),
     "DEFAULT_THROTTLE_CLASSES": [
-        "rest_framework.throttling.AnonRateThrottle",
-        "rest_framework.throttling.UserRateThrottle",
-        "rest_framework.throttling.ScopedRateThrottle",
+        "probebench.throttling.AnonRateThrottle",
+        "probebench.throttling.UserRateThrottle",
+        "probebench.throttling.ScopedRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "anon": env("PROBEBENCH_RATE_ANON", "600/min"),
@@ -270,9 +288,22 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",  # drf-spectacular-sidecar: the docs page works offline, under our CSP
 }
 
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "probebench"}}
+#: One cache for every process of the site (gunicorn workers, Celery, manage.py): the throttles
+#: count there, so a limit holds in total, not per process. Redis when REDIS_URL is set; embedded,
+#: files under the data directory, with the throttles' read-count-write under a file lock
+#: (``probebench.throttling``). The login lockout (django-axes) counts in the database.
 if REDIS_URL:
-    CACHES["default"] = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    THROTTLE_LOCK_FILE: Path | None = None
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(DATA_DIR / "django-cache"),
+            "OPTIONS": {"MAX_ENTRIES": 20_000},  # a throttle's history is one entry per client
+        }
+    }
+    THROTTLE_LOCK_FILE = DATA_DIR / "throttle.lock"
 
 # --------------------------------------------------------------------------- the rest
 
@@ -303,7 +334,7 @@ WHITENOISE_AUTOREFRESH = DEBUG
 
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # refuses a locked-out username + address first
-    "django.contrib.auth.backends.ModelBackend",
+    "leaderboard.authentication.AccountBackend",  # ModelBackend, refusing the system account
 ]
 #: Login throttling (django-axes), for the site's and the admin's login forms: after this many
 #: failures for one username from one address, that pair is locked out for the cool-off time.
@@ -322,9 +353,7 @@ SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 #: Served over HTTPS (directly or behind a TLS proxy): secure cookies, HTTP redirected, HSTS.
 #: Default: on in production (PROBEBENCH_ENV=production), off otherwise.
-HTTPS = envbool(
-    "PROBEBENCH_HTTPS", "True" if env("PROBEBENCH_ENV", "development") == "production" else "False"
-)
+HTTPS = envbool("PROBEBENCH_HTTPS", "True" if ENVIRONMENT == "production" else "False")
 if HTTPS:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True

@@ -33,6 +33,14 @@ def maintainer(db):
     return UserFactory(username="grace", is_staff=True, is_superuser=True)
 
 
+@pytest.fixture
+def system_account(db):
+    """The account the reference probes are installed under, made as the install makes it."""
+    from leaderboard.services.accounts import system_account_get_or_create
+
+    return system_account_get_or_create()
+
+
 @pytest.fixture(autouse=True)
 def _empty_cache():
     """Each test starts with an empty Django cache: the board caches its counts (under a stamp of

@@ -19,12 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from leaderboard.policy import WORKER_QUEUES
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 class WorkerProcess:
-    def __init__(self, env: dict, name: str, queues: str = "gpu,default"):
-        self.env, self.name, self.queues = env, name, queues
+    def __init__(self, env: dict, name: str, queues: str = WORKER_QUEUES, pool: str = "solo"):
+        self.env, self.name, self.queues, self.pool = env, name, queues, pool
         self.proc: subprocess.Popen | None = None
         self.log = Path(env["PROBEBENCH_DATA_DIR"]) / f"worker-{name}.log"
 
@@ -42,7 +44,7 @@ class WorkerProcess:
             "--concurrency",
             "1",
             "--pool",
-            "solo",
+            self.pool,  # "prefork" where a test needs Celery's time limits (solo has none)
             "--hostname",
             f"{self.name}@%h",
             "--loglevel",
@@ -100,14 +102,22 @@ def worker_env(transactional_db):
 def start_worker(worker_env):
     workers: list[WorkerProcess] = []
 
-    def start(name: str | None = None) -> WorkerProcess:
-        w = WorkerProcess(worker_env, name or f"w{uuid.uuid4().hex[:6]}").start()
+    def start(name: str | None = None, pool: str = "solo") -> WorkerProcess:
+        w = WorkerProcess(worker_env, name or f"w{uuid.uuid4().hex[:6]}", pool=pool).start()
         workers.append(w)
         return w
 
     yield start
     for w in workers:
         w.stop()
+
+
+def settled(sub_id: int) -> bool:
+    """The submission failed, was rejected, or is scored with every axis (its secondary runs too)."""
+    from leaderboard.models import Submission
+    from leaderboard.selectors.shared import submission_settled
+
+    return submission_settled(Submission.objects.get(pk=sub_id))
 
 
 def wait_for(predicate, *, timeout: float, interval: float = 0.5, what: str = "condition", workers=()):

@@ -1,4 +1,4 @@
-"""Deterministic builders of the task split files under ``registry/splits/`` (issue 4).
+"""Deterministic builders of the task split files under ``registry/splits/``.
 
 Each task has one builder function that reads pinned package archives (``sources.py``) and returns
 its rows per split; ``common.write_task`` writes them byte-reproducibly. ``python -m evaluator

@@ -7,7 +7,7 @@ PG_FORWARD = """
 CREATE OR REPLACE FUNCTION leaderboard_leakage_immutable() RETURNS trigger AS $$
 BEGIN
     IF OLD.status = 'confirmed' THEN
-        RAISE EXCEPTION 'leakage record % is confirmed: it cannot be % (SPEC.md section 6)', OLD.id, lower(TG_OP)
+        RAISE EXCEPTION 'leakage record % is confirmed: it cannot be % (confirmed leakage records are permanent)', OLD.id, lower(TG_OP)
             USING ERRCODE = 'integrity_constraint_violation';
     END IF;
     IF TG_OP = 'DELETE' THEN

@@ -1,5 +1,5 @@
 """Every run and score records the measurement protocol and the environment it was measured in
-(issue 12: registry/protocols/p1.yaml, evaluator/environment.py)."""
+(registry/protocols/p1.yaml, evaluator/environment.py)."""
 
 from django.db import migrations, models
 

@@ -13,7 +13,7 @@ PG_FORWARD = """
 CREATE OR REPLACE FUNCTION leaderboard_leakage_no_truncate() RETURNS trigger AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM leaderboard_leakagerecord WHERE status = 'confirmed') THEN
-        RAISE EXCEPTION 'confirmed leakage records cannot be truncated (SPEC.md section 6)'
+        RAISE EXCEPTION 'confirmed leakage records cannot be truncated (confirmed leakage records are permanent)'
             USING ERRCODE = 'integrity_constraint_violation';
     END IF;
     RETURN NULL;

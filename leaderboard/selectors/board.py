@@ -21,6 +21,7 @@ from django.db.models import (
     FloatField,
     Func,
     Max,
+    Min,
     OuterRef,
     Prefetch,
     Q,
@@ -48,7 +49,7 @@ from leaderboard.models import (
     score_ranking_key,
 )
 from leaderboard.policy import STABILITY_MIN_QUARTERS, spec_version_key
-from leaderboard.presentation import COMPONENT_LABELS, COMPONENT_SHORT
+from leaderboard.presentation import COMPONENT_LABELS, COMPONENT_SHORT, FLAT_TOLERANCE
 
 SCORED = Submission.Status.SCORED
 
@@ -199,6 +200,8 @@ class BoardRow:
     #: the stored bootstrap intervals (RankInterval): rank_lo, rank_hi, score_lo, score_hi,
     #: tied_for_first, tie_group — only when they describe this row's rank (see board_details_attach)
     rank_interval: dict | None = None
+    #: the axes still being measured (selectors.progress.board_pending_attach, shown rows only)
+    pending_axes: list = field(default_factory=list)
 
     @property
     def stable(self) -> bool:
@@ -751,6 +754,38 @@ _SORT_EXPRESSIONS = {
     "lift": lambda: Cast(KeyTextTransform(LIFT_KEY, "measurements"), FloatField()),
     "utility": lambda: Cast(KeyTextTransform(UTILITY_KEY, "measurements"), FloatField()),
 }
+
+
+#: the board's value columns whose spread :func:`board_flat_columns` checks (the rank and the
+#: ProbeScore always separate the entries they rank)
+FLAT_COLUMNS = (*COMPONENTS, "recall", "lift", "utility")
+
+
+def board_flat_columns(board: Board) -> dict[str, dict]:
+    """The columns that cannot separate the board's entries: every entry with a value shows the
+    same one (within the three decimals shown). ``{key: {"value", "n", "imputed"}}`` (imputed: how
+    many of the n values are imputed), one query.
+
+    Read over every entry of the board (not only the page shown); a column needs at least two
+    values to be called flat. AUROC-EA on the eval-awareness board is n/a (not a value) and left out.
+    """
+    ids = [r.score_id for r in board.rows]
+    if len(ids) < 2:
+        return {}
+    keys = [k for k in FLAT_COLUMNS if not (k == "auroc_ea" and board.query.category == EVAL_AWARENESS)]
+    expressions = {k: _SORT_EXPRESSIONS[k]() if k in _SORT_EXPRESSIONS else _component_value(k) for k in keys}
+    aggregates = {}
+    for k, expression in expressions.items():
+        aggregates |= {f"{k}__lo": Min(expression), f"{k}__hi": Max(expression), f"{k}__n": Count(expression)}
+        if k in COMPONENTS:
+            aggregates[f"{k}__imputed"] = Count("pk", filter=Q(**{f"components__{k}__imputed": True}))
+    found = Score.objects.filter(pk__in=ids).aggregate(**aggregates)
+    flat = {}
+    for k in keys:
+        lo, hi, n = found[f"{k}__lo"], found[f"{k}__hi"], found[f"{k}__n"]
+        if n >= 2 and hi - lo < FLAT_TOLERANCE:
+            flat[k] = {"value": (lo + hi) / 2, "n": n, "imputed": found.get(f"{k}__imputed", 0)}
+    return flat
 
 
 def board_ranked_in_database(query: BoardQuery, *, values: bool) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db.models import Prefetch
 
@@ -20,7 +20,8 @@ from leaderboard.models import (
 )
 from leaderboard.policy import STABILITY_MIN_QUARTERS, spec_version_key
 from leaderboard.selectors.board import parse_ci, resolve_spec, weights_spec_list
-from leaderboard.selectors.shared import ea_reference_version
+from leaderboard.selectors.progress import pending_axes
+from leaderboard.selectors.shared import ea_reference_version, tasks_applicable
 
 SCORED = Submission.Status.SCORED
 
@@ -99,6 +100,10 @@ class ProbeDetail:
     transfer: list[dict]
     declared: list[dict]
     model_names: dict[str, str]
+    #: the active tasks of its category this version cannot read: {task: why} (never planned)
+    not_applicable: dict[str, str] = field(default_factory=dict)
+    #: its axes still being measured (selectors.progress): [PendingAxis]
+    pending_axes: list = field(default_factory=list)
 
     @property
     def ea_not_applicable(self) -> bool:
@@ -217,6 +222,8 @@ def probe_detail(*, slug: str, spec: str | None = None, version: int | None = No
         transfer=transfer,
         declared=declared,
         model_names=model_names,
+        not_applicable=dict(sorted(tasks_applicable(version=chosen)[1].items())),
+        pending_axes=pending_axes(version_ids=[chosen.pk]).get(chosen.pk, []),
     )
 
 

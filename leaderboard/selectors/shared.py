@@ -1,29 +1,102 @@
 """Reads that the writers need too: the current eval-awareness reference probe of a base model,
-the runs a submission waits on, the latest scored version of each probe. Services import these
+the tasks a probe version can read, the runs a submission waits on, the latest scored version of
+each probe. Services import these
 (services may read); nothing here imports a service.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db.models import Q
 
+from evaluator.applicability import ModelReads, ProbeReads, applicable_tasks
 from evaluator.registry import EVAL_AWARENESS
-from leaderboard.models import BaseModel, EvaluationRun, Probe, ProbeVersion, Submission
+from leaderboard.models import BaseModel, EvaluationRun, Probe, ProbeVersion, Submission, Task, TaskSplit
 
 Run = EvaluationRun
 
+#: The versions that may be an eval-awareness reference: of a reference probe with that role,
+#: installed under the system account (leaderboard.accounts). A probe anyone else owns never is,
+#: whatever its role says, and neither is a copy set aside for a reference probe's install.
+EA_REFERENCE_CANDIDATE = Q(
+    probe__reference_role=EVAL_AWARENESS,
+    probe__is_reference=True,
+    probe__owner__system_account__isnull=False,
+    displaced_by_reference=False,
+)
 
-def ea_reference_version(*, base_model: BaseModel) -> ProbeVersion | None:
-    """The current eval-awareness reference probe of a base model: the newest scored version."""
+
+def ea_reference_version(*, base_model: BaseModel | str) -> ProbeVersion | None:
+    """The current eval-awareness reference probe of a base model: the newest scored version
+    among the system account's eval-awareness reference probes."""
     return (
         ProbeVersion.objects.filter(
+            EA_REFERENCE_CANDIDATE,
             probe__base_model=base_model,
-            probe__reference_role=EVAL_AWARENESS,
             submission__status=Submission.Status.SCORED,
         )
         .order_by("-created_at", "-pk")
         .first()
     )
+
+
+def ea_reference_pending(*, base_model: BaseModel) -> ProbeVersion | None:
+    """The newest eval-awareness reference version of a base model still being measured (its
+    submission queued or running): the one that becomes current once it is scored."""
+    return (
+        ProbeVersion.objects.filter(
+            EA_REFERENCE_CANDIDATE,
+            probe__base_model=base_model,
+            submission__status__in=[Submission.Status.QUEUED, Submission.Status.RUNNING],
+        )
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+
+
+def is_ea_reference_candidate(version: ProbeVersion) -> bool:
+    """True when ``version`` may become its base model's eval-awareness reference once scored."""
+    return ProbeVersion.objects.filter(EA_REFERENCE_CANDIDATE, pk=version.pk).exists()
+
+
+def tasks_applicable(
+    *, version: ProbeVersion, tasks: list[Task] | None = None
+) -> tuple[list[Task], dict[str, str]]:
+    """The tasks ``version`` can read (``evaluator.applicability``: template, on-policy files of
+    its base model, layer) and {task slug: why not} for the others. ``tasks``: by default the
+    active tasks of its category. The planner plans runs on the first list only; the probe page
+    lists the second as "not applicable"."""
+    if tasks is None:
+        tasks = list(Task.objects.filter(category_id=version.probe.category_id, status=Task.Status.ACTIVE))
+    base_model = version.probe.base_model
+    reads = ProbeReads(input=version.input, position=version.position, layer=version.layer)
+    model = ModelReads(id=base_model.slug, n_layers=base_model.n_layers)
+    # the on-policy tasks with this model's own split files, in one query
+    own_files = set(
+        TaskSplit.objects.filter(task__in=[t for t in tasks if t.on_policy], base_model=base_model)
+        .values_list("task_id", flat=True)
+        .distinct()
+    )
+    ok, not_applicable = applicable_tasks(
+        reads, [_TaskReads(t, own_files) for t in tasks], model, key=lambda task: task.row.slug
+    )
+    return [t.row for t in ok], not_applicable
+
+
+@dataclass(frozen=True)
+class _TaskReads:
+    """A Task row as ``evaluator.applicability`` reads it, with its own-files lookup done."""
+
+    row: Task
+    own_files: set[str]
+
+    @property
+    def templates(self) -> dict:
+        return self.row.templates or {}
+
+    def measured_on(self, model_id: str, /) -> bool:  # noqa: ARG002 - the set is this model's
+        return not self.row.on_policy or self.row.slug in self.own_files
 
 
 def submission_runs(submission: Submission):
@@ -38,6 +111,19 @@ def submission_runs(submission: Submission):
     task_ids = EvaluationRun.objects.filter(own, kind=Run.Kind.SCORE).values("task_id")
     shared = Q(probe_version=ref, kind=Run.Kind.REFERENCE, task_id__in=task_ids, cycle=None)
     return EvaluationRun.objects.filter(own | shared)
+
+
+#: a scored submission's step once its Score holds every axis (services.submissions sets it after
+#: the rescore that follows its last secondary run; before that it counts the secondary runs)
+SETTLED_STEP = "scored"
+
+
+def submission_settled(submission: Submission) -> bool:
+    """Nothing more will change this submission: it failed or was rejected, or it is scored and
+    was rescored after its last secondary run (transfer, reproduce, steer)."""
+    if submission.status in (Submission.Status.FAILED, Submission.Status.REJECTED):
+        return True
+    return submission.status == Submission.Status.SCORED and submission.step == SETTLED_STEP
 
 
 def scored_versions() -> list[ProbeVersion]:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Prefetch
+from django.db.models import Count, Prefetch, Q
 from django.utils import timezone
 
 from leaderboard.models import EvaluationRun, Submission
 from leaderboard.policy import REVIEW_GOAL_DAYS
+from leaderboard.selectors.progress import run_seconds_measured
 from leaderboard.selectors.shared import submission_runs
 
 OPEN_STATUSES = (
@@ -21,6 +22,8 @@ OPEN_STATUSES = (
 
 
 REVIEW_GOAL = timedelta(days=REVIEW_GOAL_DAYS)
+#: the ETA's measured run time of a kind is the mean of its latest finished runs
+ACTIVE_RUN_STATUSES = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)
 
 
 @dataclass
@@ -81,6 +84,70 @@ def submission_queue(*, now: datetime | None = None) -> list[QueueEntry]:
     ]
 
 
+@dataclass
+class QueueEstimate:
+    """Where a submission stands in the workers' queue, and when it should be done.
+
+    ``queue_position``: 1 when this submission's first queued run is the next run to start (runs
+    of any submission, cycle or reference run, oldest first); None when none of its runs waits.
+    ``eta_seconds``: the measured mean duration of each kind of run (its latest
+    ``ETA_SAMPLE_RUNS`` finished runs) × the runs ahead and the submission's own unfinished runs,
+    divided by the runs executing now (the busy workers, at least one); None when a kind it needs
+    has never finished a run, or the submission is final.
+    """
+
+    queue_position: int | None = None
+    runs_ahead: int | None = None
+    eta_seconds: float | None = None
+    #: kind → {"mean_s", "runs"}: the measured run times the ETA is made of
+    run_seconds: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def submission_queue_estimate(*, sub: Submission, now: datetime | None = None) -> QueueEstimate:
+    """The queue position and ETA of a submission loaded by ``submission_detail_get``."""
+    if sub.status not in OPEN_STATUSES:
+        return QueueEstimate()
+    now = now or timezone.now()
+    mine = [r for r in sub.runs_sorted if r.status in ACTIVE_RUN_STATUSES]
+    if not mine:
+        return QueueEstimate()
+    waiting = [r for r in mine if r.status == EvaluationRun.Status.QUEUED]
+    others = EvaluationRun.objects.filter(status__in=ACTIVE_RUN_STATUSES).exclude(
+        pk__in=[r.pk for r in sub.runs_sorted]
+    )
+    running = list(others.filter(status=EvaluationRun.Status.RUNNING).values_list("kind", "started_at"))
+    ahead_counts: dict[str, int] = {}
+    position = runs_ahead = None
+    if waiting:
+        first = min(waiting, key=lambda r: (r.queued_at, r.pk))
+        ahead = others.filter(status=EvaluationRun.Status.QUEUED).filter(
+            Q(queued_at__lt=first.queued_at) | Q(queued_at=first.queued_at, pk__lt=first.pk)
+        )
+        ahead_counts = {
+            row["kind"]: row["n"] for row in ahead.order_by().values("kind").annotate(n=Count("pk"))
+        }
+        runs_ahead = sum(ahead_counts.values())
+        position = runs_ahead + 1
+    kinds = {r.kind for r in mine} | set(ahead_counts) | {kind for kind, _ in running}
+    measured = run_seconds_measured(kinds=kinds)
+    estimate = QueueEstimate(queue_position=position, runs_ahead=runs_ahead, run_seconds=measured)
+    if not kinds <= set(measured):
+        return estimate  # a kind that never finished a run: no honest ETA
+
+    def left(kind: str, started: datetime | None) -> float:
+        mean = measured[kind]["mean_s"]
+        return mean if started is None else max(mean - (now - started).total_seconds(), 0.0)
+
+    work = sum(measured[kind]["mean_s"] * n for kind, n in ahead_counts.items())
+    work += sum(left(kind, started) for kind, started in running)
+    work += sum(
+        left(r.kind, r.started_at if r.status == EvaluationRun.Status.RUNNING else None) for r in mine
+    )
+    busy = len(running) + sum(r.status == EvaluationRun.Status.RUNNING for r in mine)
+    estimate.eta_seconds = round(work / max(busy, 1), 1)
+    return estimate
+
+
 def submission_detail_get(*, pk: int, user) -> Submission | None:
     """The submission with its runs, if ``user`` may see it (its submitter, or staff)."""
     qs = Submission.objects.select_related(
@@ -100,10 +167,13 @@ def submission_detail_get(*, pk: int, user) -> Submission | None:
     return sub
 
 
-def submissions_for_user(*, user):
+def submissions_for_user(*, user, probe: str | None = None):
+    """The user's submissions, newest first; with ``probe``, only that probe's (its slug)."""
+    qs = Submission.objects.filter(submitter=user)
+    if probe:
+        qs = qs.filter(probe_version__probe__slug=probe)
     return (
-        Submission.objects.filter(submitter=user)
-        .select_related("probe_version__probe")
+        qs.select_related("probe_version__probe")
         .prefetch_related(Prefetch("runs", queryset=EvaluationRun.objects.defer("example_scores", "metrics")))
         .order_by("-created_at", "-pk")
     )

@@ -4,7 +4,7 @@ A probe is scored on the tasks that were active when it was submitted. When the 
 under it, its Score has to follow:
 
 - a task is added to the category (a refreshed task running side by side with the one it
-  supersedes, SPEC.md §6, or simply a new task): :func:`coverage_start` plans the missing score
+  supersedes, or simply a new task): :func:`coverage_start` plans the missing score
   runs (test, train, distshift) for the latest scored version of every active probe, and the
   eval-awareness reference probe's runs on the new task's test split. The maintainer starts it
   with ``python manage.py backfill_tasks``; every quarterly cycle starts it too.
@@ -29,7 +29,12 @@ from evaluator.measure import declared_gaps
 from evaluator.registry import EVAL_AWARENESS
 from leaderboard.models import EvaluationRun, ProbeVersion, Score, Task
 from leaderboard.policy import spec_version_key
-from leaderboard.selectors.shared import ea_reference_version, scored_versions, scored_versions_all
+from leaderboard.selectors.shared import (
+    ea_reference_version,
+    scored_versions,
+    scored_versions_all,
+    tasks_applicable,
+)
 from leaderboard.services.leakage import leakage_rules_on_scoring
 from leaderboard.services.runs import TERMINAL, evaluation_runs_dispatch_on_commit, score_runs_plan
 from leaderboard.services.scores import (
@@ -46,7 +51,8 @@ Run = EvaluationRun
 
 def coverage_missing() -> dict[ProbeVersion, list[Task]]:
     """Latest scored version of each active probe that our workers scored → the active tasks of
-    its category it has no test score run on."""
+    its category that it can read (``selectors.shared.tasks_applicable``) and has no test score
+    run on."""
     by_category: dict[str, list[Task]] = {}
     for task in Task.objects.filter(status=Task.Status.ACTIVE).order_by("slug"):
         by_category.setdefault(task.category_id, []).append(task)
@@ -60,11 +66,15 @@ def coverage_missing() -> dict[ProbeVersion, list[Task]]:
     for version in versions:
         if version.pk not in covered:
             continue  # never scored by our workers (nothing to extend)
-        tasks = [
-            t
-            for t in by_category.get(version.probe.category_id, [])
-            if t.slug not in covered.get(version.pk, set()) and t.measured_on(version.probe.base_model_id)
-        ]
+        # only the tasks it can read: a probe is complete when every applicable task is scored
+        tasks, _ = tasks_applicable(
+            version=version,
+            tasks=[
+                t
+                for t in by_category.get(version.probe.category_id, [])
+                if t.slug not in covered.get(version.pk, set())
+            ],
+        )
         if tasks:
             missing[version] = tasks
     return missing

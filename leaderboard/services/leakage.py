@@ -1,4 +1,4 @@
-"""Leakage records (SPEC.md §6): open one by a suspicion rule or by hand, review it. Suspicion
+"""Leakage records: open one by a suspicion rule or by hand, review it. Suspicion
 rule 2 (declared training data overlapping a test split) runs when a version is scored; rule 1
 (test far above the fresh holdout) runs in ``services.reevaluation``.
 """
@@ -23,7 +23,7 @@ DECLARED_OVERLAP_RULE = "declared_training_overlap"
 
 
 def leakage_rules_on_scoring(*, version: ProbeVersion) -> LeakageRecord | None:
-    """Suspicion rule 2 (SPEC.md §6), run when a version is scored: its declared training data
+    """Suspicion rule 2, run when a version is scored: its declared training data
     (task splits and external text hashes, see validation._training_data_validate) shares a
     normalised text with a test split it is measured on → a record opened for review. A fault
     reading the registry is logged, never fails the scoring."""

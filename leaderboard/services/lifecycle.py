@@ -7,6 +7,8 @@ order: nothing imports it but the Celery tasks, the admin and the management com
                                it completes, the reference update it belongs to
     evaluation_runs_reconcile  re-queue runs whose worker died or whose message was lost, and
                                complete what a lost message left waiting
+    evaluation_runs_release    re-queue at once the runs a worker known to be gone still holds
+                               (``manage.py demo`` after it stopped its own worker, or at start-up)
 """
 
 from __future__ import annotations
@@ -26,14 +28,13 @@ from leaderboard.services.rank_intervals import rank_intervals_reconcile
 from leaderboard.services.reevaluation import cycle_advance, cycles_reconcile
 from leaderboard.services.reference_updates import reference_updates_reconcile
 from leaderboard.services.runs import (
-    EXECUTE_TASK,
     REFERENCE_UPDATE_ADVANCE_TASK,
     evaluation_run_execute,
+    evaluation_run_publish,
     run_held,
-    task_delay,
     tasks_delay_on_commit,
 )
-from leaderboard.services.submissions import submission_advance
+from leaderboard.services.submissions import submission_advance, submissions_secondary_reconcile
 
 log = logging.getLogger(__name__)
 Run = EvaluationRun
@@ -82,7 +83,7 @@ def evaluation_runs_reconcile(*, now=None, dispatch: Callable[[int], None] | Non
     - queued runs not started for RUN_REQUEUE_AFTER_S (e.g. the broker lost them) → re-published.
     The conditional claim makes a duplicate message a no-op, so re-publishing never runs twice.
     """
-    dispatch = dispatch or (lambda run_id: task_delay(EXECUTE_TASK, run_id))
+    dispatch = dispatch or evaluation_run_publish
     now = now or timezone.now()
     stale_before = now - timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT_S)
     requeue_before = now - timedelta(seconds=settings.RUN_REQUEUE_AFTER_S)
@@ -117,5 +118,32 @@ def evaluation_runs_reconcile(*, now=None, dispatch: Callable[[int], None] | Non
     report["cycles_completed"] = cycles_reconcile()
     report["reference_updates_completed"] = reference_updates_reconcile()
     report["rescored"] = coverage_reconcile()
+    report["secondary_rescored"] = submissions_secondary_reconcile()
     report["rank_boards_recomputed"] = rank_intervals_reconcile()
     return report
+
+
+def evaluation_runs_release(*, worker_host: str, dispatch: Callable[[int], None] | None = None) -> list[int]:
+    """Put back in the queue, and re-publish, the runs still marked running by ``worker_host``, a
+    worker the caller knows is gone (it stopped it, or holds the lock that worker ran under), so
+    they need not wait RUN_HEARTBEAT_TIMEOUT_S for the reconciler. The attempt counter is kept: a
+    late write of the old attempt can never match the next one. Returns the re-queued run ids."""
+    if not worker_host:
+        return []
+    dispatch = dispatch or evaluation_run_publish
+    now = timezone.now()
+    released = []
+    for run in Run.objects.filter(status=Run.Status.RUNNING, worker_host=worker_host):
+        if run_held(run).update(
+            status=Run.Status.QUEUED,
+            queued_at=now,
+            progress=0.0,
+            step="re-queued: its worker was stopped",
+            worker_host="",
+        ):
+            released.append(run.pk)
+    for run_id in released:
+        dispatch(run_id)
+    if released:
+        log.info("re-queued %d run(s) held by the stopped worker %s", len(released), worker_host)
+    return released

@@ -1,4 +1,4 @@
-"""Quarterly re-evaluation (SPEC.md §5 norm 4, §6): writes for cycles, diffs, badges, deprecation
+"""Quarterly re-evaluation: writes for cycles, diffs, badges, deprecation
 and task supersession (eval-awareness reference updates: ``services.reference_updates``).
 
     reevaluation_start       one cycle per quarter: verify every split file against tasks.yaml,
@@ -42,7 +42,7 @@ from leaderboard.models import (
 )
 from leaderboard.policy import DEPRECATE_POINTS, DIFF_POINTS, LEAKAGE_POINTS, STABILITY_MIN_QUARTERS
 from leaderboard.registry_sync import registry_load
-from leaderboard.selectors.shared import scored_versions
+from leaderboard.selectors.shared import scored_versions, tasks_applicable
 from leaderboard.services.coverage import coverage_start, rescore_category
 from leaderboard.services.leakage import leakage_record_open
 from leaderboard.services.runs import evaluation_runs_dispatch_on_commit
@@ -260,7 +260,8 @@ def _runs_plan(*, cycle: ReevaluationCycle, holdouts: dict, dispatch: bool) -> l
         CycleResult.objects.create(
             cycle=cycle, probe_version=version, reference_auroc=version.reference_auroc
         )
-        for task in tasks_by_category[version.probe.category_id]:
+        readable, _ = tasks_applicable(version=version, tasks=tasks_by_category[version.probe.category_id])
+        for task in readable:  # the tasks it can read (its input's template, its model's files)
             if holdout_entry(holdouts, task.slug, version.probe.base_model_id) is None:
                 continue  # an on-policy task without this model's behaviour (the encoder): not measured
             runs.append(

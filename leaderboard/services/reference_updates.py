@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from evaluator import CODE_VERSION
 from evaluator.registry import EVAL_AWARENESS
 from leaderboard.models import EvaluationRun, ProbeVersion, ReferenceUpdate, Score, Submission, Task
 from leaderboard.policy import spec_version_key
-from leaderboard.selectors.shared import scored_versions_all
+from leaderboard.selectors.shared import EA_REFERENCE_CANDIDATE, scored_versions_all
 from leaderboard.services.runs import evaluation_runs_dispatch_on_commit
 from leaderboard.services.scores import measurements_compute, scores_write, version_runs_current
 
@@ -40,8 +41,8 @@ def reference_update_start(*, new_version: ProbeVersion, dispatch: bool = True) 
     base_model = new_version.probe.base_model
     old = (
         ProbeVersion.objects.filter(
+            EA_REFERENCE_CANDIDATE,
             probe__base_model=base_model,
-            probe__reference_role=EVAL_AWARENESS,
             submission__status=Submission.Status.SCORED,
         )
         .exclude(pk=new_version.pk)
@@ -54,9 +55,17 @@ def reference_update_start(*, new_version: ProbeVersion, dispatch: bool = True) 
         )
         if not created:
             return update
+        # the scored dependents (recomputed below once these runs are done) and the ones still
+        # being measured: those were planned before this reference was scored, so without its runs
+        # on their tasks they would be scored with auroc_ea imputed and never recomputed
+        in_flight = ProbeVersion.objects.filter(
+            probe__base_model=base_model,
+            submission__status__in=[Submission.Status.QUEUED, Submission.Status.RUNNING],
+        ).exclude(probe__category_id=EVAL_AWARENESS)
         task_ids = set(
             Run.objects.filter(
-                probe_version__in=dependents_of(base_model_id=base_model.slug),
+                Q(probe_version__in=dependents_of(base_model_id=base_model.slug))
+                | Q(probe_version__in=in_flight),
                 kind=Run.Kind.SCORE,
                 split="test",
                 cycle=None,

@@ -5,7 +5,9 @@ service. What happens once a run has finished is given as ``on_finished``
 
     evaluation_runs_plan       every run a submission waits on (score, reference, reproduce,
                                transfer); score_runs_plan for the score runs alone
-    evaluation_runs_dispatch_on_commit  publish them to the broker after the transaction commits
+    evaluation_runs_dispatch_on_commit  publish them to the broker after the transaction commits,
+                               each to its kind's queue (primary: score/reference/holdout;
+                               secondary: transfer/reproduce/steer)
     evaluation_run_claim       a conditional UPDATE: one winner per queued run
     evaluation_run_execute     claim, run the evaluator (leaderboard.runner) under a Heartbeat,
                                store the result while this attempt still holds the run
@@ -26,13 +28,14 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from evaluator import CODE_VERSION
+from evaluator.applicability import ModelReads, ProbeReads, applicability
 from evaluator.errors import EvaluatorError, InfrastructureError, RegistryError
 from evaluator.registry import EVAL_AWARENESS
 from leaderboard import runner
 from leaderboard.errors import InfrastructureFault
 from leaderboard.models import BaseModel, EvaluationRun, ProbeVersion, Submission, Task, TaskSplit
-from leaderboard.policy import MAX_ATTEMPTS, SCORE_SPLITS
-from leaderboard.selectors.shared import ea_reference_version
+from leaderboard.policy import MAX_ATTEMPTS, PRIMARY_QUEUE, SCORE_SPLITS, run_queue
+from leaderboard.selectors.shared import ea_reference_pending, ea_reference_version, tasks_applicable
 
 log = logging.getLogger(__name__)
 
@@ -69,34 +72,46 @@ def enabled_models():
 def evaluation_runs_plan(*, version: ProbeVersion, submission: Submission) -> list[EvaluationRun]:
     """Create every run a submission waits on; return the ones that need dispatching.
 
-    - score and reference runs on each active task of its category (:func:`score_runs_plan`);
+    - score and reference runs on each active task of its category that it can read
+      (:func:`score_runs_plan`; ``selectors.shared.tasks_applicable``);
     - reproduce / transfer: with a recipe, the recipe re-run on the source model and re-fit on
       every other enabled base model;
     - steer: direction utility (evaluator.steer) on each task with a behavioural readout, for a
       linear probe on a decoder model (``settings.STEER_RUNS``).
     """
     probe = version.probe
-    tasks = [
-        t
-        for t in Task.objects.filter(category=probe.category, status=Task.Status.ACTIVE)
-        if t.measured_on(probe.base_model_id)  # on-policy tasks: only the models they record
-    ]
+    # only the tasks it can read (its input's template, its model's files for an on-policy task):
+    # the others are shown as not applicable on its page, never planned
+    tasks, _ = tasks_applicable(version=version)
     new = score_runs_plan(version=version, tasks=tasks, submission=submission)
     if version.recipe:
         recipe_task = Task.objects.get(slug=version.recipe["task"])
+        recipe = ProbeReads(
+            input=version.recipe.get("input") or version.input,
+            position=version.recipe.get("position") or version.position,
+        )
         new += _runs_get_or_create(
             [
-                (version, Run.Kind.REPRODUCE, recipe_task, "train", probe.base_model_id),
+                *(
+                    [(version, Run.Kind.REPRODUCE, recipe_task, "train", probe.base_model_id)]
+                    if _recipe_applies(recipe, recipe_task, probe.base_model)
+                    else []
+                ),
                 *(
                     (version, Run.Kind.TRANSFER, recipe_task, "test", target.slug)
                     for target in enabled_models().exclude(slug=probe.base_model_id)
-                    if recipe_task.measured_on(target.slug)  # re-fit on the target's own split
+                    if _recipe_applies(recipe, recipe_task, target)  # re-fit on the target's own split
                 ),
             ],
             submission=submission,
         )
     new += _runs_get_or_create(steer_runs_planned(version=version, tasks=tasks), submission=submission)
     return new
+
+
+def _recipe_applies(recipe: ProbeReads, task: Task, model: BaseModel) -> bool:
+    """Whether the recipe can be re-run on ``model`` on its task (the layer is the model's choice)."""
+    return applicability(recipe, task, ModelReads(id=model.slug, n_layers=model.n_layers))[0]
 
 
 def steer_runs_planned(*, version: ProbeVersion, tasks: list[Task]) -> list[tuple]:
@@ -125,6 +140,10 @@ def score_runs_plan(
       negatives) and distshift where the task has one;
     - reference: the eval-awareness reference probe on each task's test split (shared by every
       probe on that base model, so it is created once and reused; never tied to a submission).
+      While the base model has no scored reference but one is being measured, its runs are
+      planned now, beside this probe's own runs in the queue: once it is scored, the reference
+      update recomputes this probe's auroc_ea from them (or the probe, not scored yet, waits
+      for them) instead of queueing them behind everything submitted meanwhile.
     """
     probe = version.probe
     splits = set(
@@ -140,10 +159,13 @@ def score_runs_plan(
     ]
     new = _runs_get_or_create(planned, submission=submission)
     if probe.category_id != EVAL_AWARENESS:
-        ref = ea_reference_version(base_model=probe.base_model)
+        ref = ea_reference_version(base_model=probe.base_model) or ea_reference_pending(
+            base_model=probe.base_model
+        )
         if ref is not None:
+            readable, _ = tasks_applicable(version=ref, tasks=tasks)
             new += _runs_get_or_create(
-                [(ref, Run.Kind.REFERENCE, task, "test", probe.base_model_id) for task in tasks],
+                [(ref, Run.Kind.REFERENCE, task, "test", probe.base_model_id) for task in readable],
                 submission=None,
             )
     return new
@@ -168,10 +190,31 @@ def _runs_get_or_create(planned, *, submission: Submission | None) -> list[Evalu
     return new
 
 
+def _publish(run_id: int, kind: str) -> None:
+    """Publish one run to its kind's queue (``leaderboard.policy.run_queue``): the runs the board
+    ranks on to ``primary``, the secondary axes to ``secondary``."""
+    current_app.tasks[EXECUTE_TASK].apply_async(args=[run_id], queue=run_queue(kind))
+
+
+def evaluation_run_publish(run_id: int) -> None:
+    """Publish a run again (the reconciler: a dead worker, a lost message), to its kind's queue."""
+    kind = Run.objects.filter(pk=run_id).values_list("kind", flat=True).first()
+    if kind is not None:
+        _publish(run_id, kind)
+
+
 def evaluation_runs_dispatch_on_commit(runs: list[EvaluationRun]) -> None:
     """Publish the runs to the broker once the transaction that created them commits, so a worker
-    never sees an uncommitted row."""
-    tasks_delay_on_commit(EXECUTE_TASK, [r.pk for r in runs])
+    never sees an uncommitted row; primary runs first, each to its kind's queue."""
+    ordered = sorted(
+        ((r.pk, r.kind) for r in runs), key=lambda pk_kind: run_queue(pk_kind[1]) != PRIMARY_QUEUE
+    )
+
+    def publish() -> None:
+        for pk, kind in ordered:
+            _publish(pk, kind)
+
+    transaction.on_commit(publish)
 
 
 # --------------------------------------------------------------------------- executing runs
@@ -316,6 +359,18 @@ def _run_fail(run: EvaluationRun, message: str, *, kind: str, on_finished: OnFin
     if run_held(run).update(
         status=Run.Status.FAILED, error=message[:2000], error_kind=kind, finished_at=timezone.now()
     ):
+        # the worker's log names the failure (Celery's own line only says the task returned 'failed')
+        log.warning(
+            "run %s failed (%s of %s on %s/%s, %s, %s fault): %s",
+            run.pk,
+            run.kind,
+            run.probe_version.probe.slug,
+            run.task_id,
+            run.split,
+            run.base_model_id,
+            kind,
+            message,
+        )
         on_finished(run)
     return "failed"
 

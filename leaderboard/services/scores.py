@@ -34,7 +34,7 @@ from leaderboard.models import (
     WeightsSpec,
 )
 from leaderboard.selectors.shared import ea_reference_version
-from leaderboard.services.runs import RANK_INTERVALS_REFRESH_TASK, task_delay
+from leaderboard.services.runs import RANK_INTERVALS_REFRESH_TASK, TERMINAL, task_delay
 
 Run = EvaluationRun
 
@@ -159,13 +159,15 @@ def measurements_compute(
         for r in transfers
         if r.status == Run.Status.SUCCEEDED and "transfer" in r.metrics
     ]
-    failed_targets = [r.base_model_id for r in transfers if r.status != Run.Status.SUCCEEDED]
+    failed_targets = [r.base_model_id for r in transfers if r.status == Run.Status.FAILED]
+    # a secondary run still queued (the board scores a probe once its primary runs are done)
+    pending_targets = [r.base_model_id for r in transfers if r.status not in TERMINAL]
     aggregate, imputed, measurements = aggregate_measurements(
         list(per_task.values()),
         lifts=[e["baselines"] for e in extras.values() if e.get("baselines")],
         latency_ms=sorted(lat["probe_ms"] for lat in latencies)[len(latencies) // 2],
         license_id=version.license_id,
-        transfer_pearsons=pearsons if transfers and not failed_targets else None,
+        transfer_pearsons=pearsons if transfers and not failed_targets and not pending_targets else None,
         has_recipe=version.recipe is not None,
         ea_applicable=ea_applicable,
         has_reference=bool(reference_runs),
@@ -173,6 +175,10 @@ def measurements_compute(
     )
     if failed_targets:
         imputed["rho_ce"] = f"transfer failed on {', '.join(failed_targets)}: default used"
+    elif pending_targets:
+        imputed["rho_ce"] = (
+            f"pending: transfer to {', '.join(pending_targets)} not measured yet (default used until it is)"
+        )
     per_task_out = {}
     tasks = {t.slug: t for t in Task.objects.filter(slug__in=list(per_task))}
     lifts_over_text = []
@@ -284,8 +290,10 @@ def reference_runs_for(version: ProbeVersion) -> dict[str, EvaluationRun]:
     return {r.task_id: r for r in runs}
 
 
-def submission_score(*, submission: Submission, runs: list[EvaluationRun]) -> list[Score]:
-    """Score a submission whose runs are all finished (called inside a transaction)."""
+def submission_score(*, submission: Submission, runs: list[EvaluationRun], first: bool = True) -> list[Score]:
+    """Score a submission whose primary runs are finished (called inside a transaction); its
+    secondary runs may still be queued (shown as pending). ``first``: False when a secondary run
+    has finished and the Score is recomputed (the stability count is not reset then)."""
     version = submission.probe_version
     spec = WeightsSpec.objects.order_by("-version").first()
     reference = {
@@ -303,11 +311,14 @@ def submission_score(*, submission: Submission, runs: list[EvaluationRun]) -> li
     version.reproduction = repro or (
         {"error": computed["reproduce_error"]} if computed["reproduce_error"] else None
     )
-    version.reproduced = None if version.recipe is None else bool(repro and repro.get("reproduced"))
+    repro_pending = any(r.kind == Run.Kind.REPRODUCE and r.status not in TERMINAL for r in runs)
+    version.reproduced = (
+        None if version.recipe is None or repro_pending else bool(repro and repro.get("reproduced"))
+    )
     gaps = declared_gaps(version.declared_metrics, aggregate)
     version.declared_gaps = {k: v for k, v in gaps.items() if v["flagged"]}
     version.reference_auroc = aggregate["auroc"]
     version.save(update_fields=["reproduction", "reproduced", "declared_gaps", "reference_auroc"])
-    # the stability badge belongs to the artifact that held: a new version starts from zero
-    Probe.objects.filter(pk=version.probe_id).update(stability_quarters=0)
+    if first:  # the stability badge belongs to the artifact that held: a new version starts from zero
+        Probe.objects.filter(pk=version.probe_id).update(stability_quarters=0)
     return rows

@@ -1,29 +1,37 @@
-"""Submissions: validate an upload and queue its evaluation, reject one, and score one once every
-run it waits on has finished.
+"""Submissions: validate an upload and queue its evaluation, reject one, and score one once the
+runs the board ranks on have finished.
 
     submission_create    validate metadata + artifact, store the file, create the rows, plan the
                          runs, dispatch them on commit
-    submission_advance   once every run it waits on is finished: score it (or fail it), run the
-                         leakage rule, start a reference update when it is an eval-awareness
-                         reference probe
+    submission_advance   once the runs the board ranks on are finished: score it (or fail it), run
+                         the leakage rule, start a reference update when it is an eval-awareness
+                         reference probe; its secondary runs (transfer, reproduce, steer) may
+                         still be queued
+    submission_secondary_refresh  a secondary run finished after the Score: recompute it
+    reference_probe_submit  submit a registry reference probe under the system account; an
+                         earlier copy of its file by anyone else is set aside (displaced) and its
+                         submission rejected, saying so
 """
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 from django.utils.text import slugify
 
 from evaluator.errors import ArtifactError, EvaluatorError
 from evaluator.probes import probe_from_bytes
-from evaluator.registry import EVAL_AWARENESS
 from leaderboard import artifacts
 from leaderboard.errors import Conflict, DuplicateArtifact, ServiceError, ValidationFailed
-from leaderboard.models import EvaluationRun, Probe, ProbeVersion, Submission, Task
-from leaderboard.selectors.shared import submission_runs
+from leaderboard.models import EvaluationRun, Probe, ProbeVersion, Score, Submission, Task, is_system_account
+from leaderboard.policy import PRIMARY_RUN_KINDS
+from leaderboard.selectors.shared import SETTLED_STEP, is_ea_reference_candidate, submission_runs
+from leaderboard.services.accounts import system_account_get_or_create
 from leaderboard.services.leakage import leakage_rules_on_scoring
 from leaderboard.services.reference_updates import reference_update_start
 from leaderboard.services.runs import TERMINAL, evaluation_runs_dispatch_on_commit, evaluation_runs_plan
@@ -51,6 +59,9 @@ def submission_create(
     under its content hash and never deleted here, even when the transaction fails: an identical
     upload sent at the same moment (a double click) shares the path, and its row may be the one
     that commits. A file whose rows never commit is removed by ``artifacts_orphaned_remove``."""
+    if (is_reference or reference_role) and not is_system_account(user):
+        # only the install makes reference probes, and only under the system account
+        raise ValidationFailed("probe: reference probes belong to the system account", field="probe")
     metadata = parse_json_field(metadata, "metadata")
     recipe = parse_json_field(recipe, "recipe")
     clean = metadata_validate(metadata, recipe=recipe)
@@ -93,7 +104,7 @@ def submission_create(
                 training_data=clean.training_data,
                 declared_metrics=clean.declared_metrics,
                 recipe=clean.recipe,
-                metadata=clean.raw,
+                metadata=clean.document(),
             )
             submission = Submission.objects.create(
                 probe_version=version,
@@ -117,7 +128,11 @@ def submission_create(
 def _raise_if_duplicate(sha: str, *, user) -> None:
     """409 for bytes already submitted. The existing probe is named to its owner, or when it is
     public (scored, or a reference probe); anyone else learns only that the file exists."""
-    existing = ProbeVersion.objects.filter(artifact_sha256=sha).select_related("probe", "submission").first()
+    existing = (
+        ProbeVersion.objects.filter(artifact_sha256=sha, displaced_by_reference=False)
+        .select_related("probe", "submission")
+        .first()
+    )
     if existing is None:
         return
     submission = getattr(existing, "submission", None)
@@ -203,10 +218,15 @@ def submission_reject(*, submission: Submission, by, reason: str) -> Submission:
 
 
 def submission_advance(*, submission: Submission) -> Submission | None:
-    """If every run the submission waits on is finished, score it (or fail it). Idempotent:
-    returns the submission when it changed state, None otherwise."""
+    """Score a submission as soon as the runs the board ranks on have finished (score and
+    reference runs, ``leaderboard.policy.PRIMARY_RUN_KINDS``), or fail it when a score run failed;
+    its secondary runs (transfer, reproduce, steer) may still be queued then: the Score marks what
+    they measure as pending, and is recomputed as each of them finishes
+    (:func:`submission_secondary_refresh`). Idempotent: returns the submission when it changed
+    state, None otherwise."""
     runs = list(submission_runs(submission))
-    if not runs or any(r.status not in TERMINAL for r in runs):
+    primary = [r for r in runs if r.kind in PRIMARY_RUN_KINDS]
+    if not primary or any(r.status not in TERMINAL for r in primary):
         done = sum(r.status in TERMINAL for r in runs)
         Submission.objects.filter(
             pk=submission.pk, status__in=[Submission.Status.QUEUED, Submission.Status.RUNNING]
@@ -218,10 +238,12 @@ def submission_advance(*, submission: Submission) -> Submission | None:
         return None
     with transaction.atomic():
         sub = Submission.objects.select_for_update().get(pk=submission.pk)
+        if sub.status == Submission.Status.SCORED:
+            submission_secondary_refresh(submission=sub)  # its runs re-read under the lock
+            return None
         if sub.status not in (Submission.Status.QUEUED, Submission.Status.RUNNING):
             return None
-        essential = [r for r in runs if r.kind == Run.Kind.SCORE]
-        failed = [r for r in essential if r.status == Run.Status.FAILED]
+        failed = [r for r in primary if r.kind == Run.Kind.SCORE and r.status == Run.Status.FAILED]
         if failed:
             reasons = sorted({f"{r.task_id}/{r.split}: {r.error}" for r in failed})
             sub.status = Submission.Status.FAILED
@@ -244,12 +266,120 @@ def submission_advance(*, submission: Submission) -> Submission | None:
                 sub.step = "failed"
             else:
                 sub.status = Submission.Status.SCORED
-                sub.step = "scored"
+                pending = sum(r.status not in TERMINAL for r in runs)
+                sub.step = f"scored; {pending} secondary run(s) pending" if pending else SETTLED_STEP
                 leakage_rules_on_scoring(version=sub.probe_version)
-                if sub.probe_version.probe.reference_role == EVAL_AWARENESS:
+                if is_ea_reference_candidate(sub.probe_version):
                     # every dependent auroc_ea is recomputed once this version has scored their items
                     transaction.on_commit(lambda: reference_update_start(new_version=sub.probe_version))
-        sub.progress = 1.0
+        # 1.0 once every run has finished and the Score says so (submission_secondary_refresh)
+        sub.progress = 1.0 if sub.status != Submission.Status.SCORED else _settled_fraction(runs)
         sub.finished_at = timezone.now()
         sub.save(update_fields=["status", "failure_reason", "step", "progress", "finished_at", "updated_at"])
     return sub
+
+
+def _settled_fraction(runs: list[EvaluationRun]) -> float:
+    """A scored submission's progress: the share of its runs finished (1.0: its Score is final)."""
+    return sum(r.status in TERMINAL for r in runs) / max(len(runs), 1)
+
+
+def submission_secondary_refresh(*, submission: Submission) -> bool:
+    """A scored submission whose secondary run finished after its Score was computed: recompute the
+    Score from the stored results (no model), so transfer, reproduction and steering appear as they
+    are measured; then its progress and step say how many runs are left (progress 1.0 only once
+    the Score is final). Idempotent (nothing newer: nothing done). Returns whether it rescored."""
+    if submission.status != Submission.Status.SCORED:
+        return False
+    runs = list(submission_runs(submission))
+    computed_at = (
+        Score.objects.filter(probe_version_id=submission.probe_version_id)
+        .order_by("-computed_at")
+        .values_list("computed_at", flat=True)
+        .first()
+    )
+    finished = [r.finished_at for r in runs if r.kind not in PRIMARY_RUN_KINDS and r.finished_at]
+    if computed_at is None or not finished or max(finished) <= computed_at:
+        return False
+    rescored = True
+    try:
+        with transaction.atomic():
+            submission_score(submission=submission, runs=runs, first=False)
+    except EvaluatorError as exc:  # the Score stays as it was, with the axis pending
+        log.warning("rescoring submission %s after a secondary run failed: %s", submission.pk, exc)
+        rescored = False
+    pending = sum(r.status not in TERMINAL for r in runs)
+    Submission.objects.filter(pk=submission.pk).update(
+        step=f"scored; {pending} secondary run(s) pending" if pending else SETTLED_STEP,
+        progress=_settled_fraction(runs),
+        updated_at=timezone.now(),
+    )
+    return rescored
+
+
+def submissions_secondary_reconcile() -> int:
+    """Rescore the scored submissions whose secondary runs finished after their Score (the fan-out
+    of that run was lost). Returns how many were rescored."""
+    newest_score = (
+        Score.objects.filter(probe_version_id=OuterRef("probe_version_id"))
+        .order_by("-computed_at")
+        .values("computed_at")[:1]
+    )
+    late = Run.objects.filter(submission=OuterRef("pk"), finished_at__gt=Subquery(newest_score)).exclude(
+        kind__in=PRIMARY_RUN_KINDS
+    )
+    stale = Submission.objects.filter(status=Submission.Status.SCORED).filter(Exists(late))
+    return sum(
+        submission_secondary_refresh(submission=sub) for sub in stale.select_related("probe_version__probe")
+    )
+
+
+def reference_probe_submit(*, artifact: Path, metadata: dict, role: str = "") -> tuple[Submission, bool]:
+    """Submit a registry reference probe (its ``probe.safetensors`` and metadata) under the system
+    account, with its role. Returns the submission and whether it is new: a file the system
+    account already submitted is not submitted again.
+
+    The install takes precedence over anyone who submitted the same file first (the file is
+    public in the registry): that earlier copy is set aside (``displaced_by_reference``, so the
+    file can be accepted once more) and its submission rejected with a public reason naming the
+    reference probe; its probe, other versions and records stay. Nobody else can ever own a
+    reference probe, and an eval-awareness reference is only ever the system account's."""
+    system = system_account_get_or_create()
+    sha = artifacts.sha256_bytes(artifact.read_bytes())
+    with transaction.atomic():
+        existing = (
+            ProbeVersion.objects.filter(artifact_sha256=sha, displaced_by_reference=False)
+            .select_related("probe", "submission")
+            .first()
+        )
+        if existing is not None and existing.probe.owner_id == system.pk:
+            return existing.submission, False
+        if existing is not None:
+            ProbeVersion.objects.filter(pk=existing.pk).update(displaced_by_reference=True)
+        with open(artifact, "rb") as fh:
+            submission = submission_create(
+                user=system,
+                artifact=fh,
+                metadata=metadata,
+                via="seed",
+                is_reference=True,
+                reference_role=role,
+            )
+        if existing is not None:
+            _reference_copy_reject(existing, reference=submission.probe_version)
+    return submission, True
+
+
+def _reference_copy_reject(version: ProbeVersion, *, reference: ProbeVersion) -> None:
+    """Reject the submission of a copy set aside for a reference probe's install, saying why."""
+    reason = (
+        f"this file is the reference probe {reference.probe.slug}, which the maintainers install"
+        " under the system account; the reference takes precedence over earlier copies of its file"
+    )
+    Submission.objects.filter(probe_version=version).exclude(status=Submission.Status.REJECTED).update(
+        status=Submission.Status.REJECTED,
+        rejection_reason=reason,
+        finished_at=timezone.now(),
+        updated_at=timezone.now(),
+    )
+    log.warning("%s set aside: its file is the reference probe %s", version, reference)

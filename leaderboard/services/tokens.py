@@ -11,7 +11,8 @@ import secrets
 
 from django.db import transaction
 
-from leaderboard.models import ApiToken
+from leaderboard.errors import ValidationFailed
+from leaderboard.models import ApiToken, is_system_account
 
 
 def api_token_digest(*, key: str) -> str:
@@ -21,7 +22,9 @@ def api_token_digest(*, key: str) -> str:
 @transaction.atomic
 def api_token_create(*, user) -> str:
     """Give ``user`` a new API key (replacing any previous one, which stops working) and return
-    it: the only time it exists in clear."""
+    it: the only time it exists in clear. The system account gets none (a 400)."""
+    if is_system_account(user):
+        raise ValidationFailed("user: the system account cannot have an API token", field="user")
     key = secrets.token_hex(20)
     ApiToken.objects.filter(user=user).delete()
     ApiToken.objects.create(user=user, prefix=key[:8], digest=api_token_digest(key=key))

@@ -15,6 +15,8 @@ from django import template
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
+from leaderboard.templatetags.progress import pending_axes_html
+
 register = template.Library()
 
 
@@ -225,7 +227,8 @@ def _badges_html(row) -> str:
             for m, g in row.declared_mismatch.items()
         )
         out.append(f'<li class="badge warn" title="{_e(gaps)}">declared≠measured</li>')
-    return f'<ul class="badges">{"".join(out)}</ul>' if out else ""
+    out.append(pending_axes_html(getattr(row, "pending_axes", None)))  # selectors.progress
+    return f'<ul class="badges">{"".join(out)}</ul>' if any(out) else ""
 
 
 def _component_cell(row, key: str, label: str, measured_only: bool) -> str:
@@ -270,7 +273,7 @@ def board_rows(board, rows, headers):
 
     measured_only = board.query.measured_only
     compare = board.compare.version if board.compare else None
-    columns = [(h["key"], h["label"]) for h in headers[1:]]
+    columns = [(h["key"], h["label"], bool(h.get("flat"))) for h in headers[1:]]
     probe_url = reverse("leaderboard:probe", args=["__slug__"])
     model_url = reverse("leaderboard:model", args=["__slug__"])
     out = []
@@ -318,7 +321,13 @@ def board_rows(board, rows, headers):
                     f'<small class="ci" title="95% bootstrap interval of the ProbeScore">'
                     f"[{num(interval['score_lo'], 2)}, {num(interval['score_hi'], 2)}]</small>"
                 )
-        cells = "".join(_component_cell(row, key, lab, measured_only) for key, lab in columns)
+        cells = "".join(
+            # a column whose entries all show one value is muted (the header and a note say why)
+            _component_cell(row, key, lab, measured_only).replace('<td class="', '<td class="flat ', 1)
+            if flat
+            else _component_cell(row, key, lab, measured_only)
+            for key, lab, flat in columns
+        )
         out.append(
             f'<tr class="{classes.strip()}"><td class="num rank">{rank}</td>'
             f'<th scope="row" class="probe"><input type="checkbox" class="pick" name="p" value="{_e(row.probe)}" '

@@ -1,4 +1,4 @@
-"""The shift-aware selection rule of the second eval-awareness reference probes (issue 13, item 4):
+"""The shift-aware selection rule of the second eval-awareness reference probes:
 leave-one-format-out folds, the worst-fold rule and its tie-breaks on synthetic data with formats,
 and the manifest's ``replaces`` / ``selection`` keys on the real registry."""
 

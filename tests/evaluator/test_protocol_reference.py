@@ -1,4 +1,4 @@
-"""Every reference probe is "reproduced" under protocol p1 (issue 12, item 3).
+"""Every reference probe is "reproduced" under protocol p1.
 
 Fast: the committed sidecars (reference.json, written by ``python -m evaluator reference-probes``
 in float32) record every probe as reproduced, in float32. Slow (``-m slow``): the reproduction

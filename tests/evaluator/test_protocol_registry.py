@@ -1,5 +1,5 @@
 """Measurement protocol p1: loading and validation, the numerics it sets, the environment record,
-and the reproduction rule it states (issue 12). Fast: no model forward except one memoized load."""
+and the reproduction rule it states. Fast: no model forward except one memoized load."""
 
 from __future__ import annotations
 

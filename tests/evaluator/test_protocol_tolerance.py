@@ -1,4 +1,4 @@
-"""The tolerance contract of protocol p1 on the real SmolLM2 (issue 12, registry/protocols/p1.yaml).
+"""The tolerance contract of protocol p1 on the real SmolLM2 (registry/protocols/p1.yaml).
 
 One artifact, the committed HaluEval contrast-pair reference probe (layer 20, |s| up to ~25), is
 scored on a real slice of halueval-qa-v1 under numerics the protocol says are result-neutral:

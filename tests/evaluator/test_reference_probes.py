@@ -1,4 +1,4 @@
-"""The reference probes of registry/reference_probes/ (issue 4).
+"""The reference probes of registry/reference_probes/.
 
 Fast (default): the manifest is valid, eval-awareness reference probes come first and exist for
 every base model, every artifact loads and validates against its base model, its metadata is

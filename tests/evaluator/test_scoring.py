@@ -1,4 +1,4 @@
-"""ProbeScore on hand-worked cases (SPEC.md §4), under the real v0.0.1 spec file."""
+"""ProbeScore on hand-worked cases, under the real v0.0.1 spec file."""
 
 import json
 import math

@@ -1,4 +1,4 @@
-"""Direction utility (issue 16, evaluator/steer.py): readouts declared in tasks.yaml, addition and
+"""Direction utility (evaluator/steer.py): readouts declared in tasks.yaml, addition and
 ablation of a probe's direction against random directions, on the real SmolLM2.
 
 Fast (default): the readout and steering schema; the replay from the probe's layer equals the
@@ -26,6 +26,7 @@ from evaluator.models import load_model
 from evaluator.probes import load_probe
 from evaluator.registry import load_protocol, load_registry, load_tasks
 from evaluator.steer import (
+    _ablation,
     _addition,
     _encode,
     direction_utility,
@@ -33,11 +34,12 @@ from evaluator.steer import (
     readout_prefix,
     readout_tokens,
     readouts,
+    readouts_batched,
     steer_probe,
     steer_task,
     unit_direction,
 )
-from tests.evaluator.conftest import PROJECT_ROOT, SMOLLM, model_cache_dir
+from tests.evaluator.conftest import GEMMA, PROJECT_ROOT, SMOLLM, model_cache_dir
 
 REFERENCE = PROJECT_ROOT / "registry" / "reference_probes"
 
@@ -131,6 +133,84 @@ def test_the_replay_from_the_probe_layer_equals_the_full_forward(registry, smoll
     prefix = readout_prefix(smollm2, encoded, layer=18, tokens=tokens)
     assert np.array_equal(readouts(smollm2, prefix, tokens=tokens), prefix.base)
     assert prefix.norms.size == encoded.lengths.sum()  # one norm per real token
+
+
+def _prefix(registry, lm, *, task_id: str, rows: int, layer: int, batch_size: int = 32):
+    task = registry.task(task_id)
+    texts = read_split(registry, task.id, "test").texts[:rows]
+    template = task.readout.template_for(registry.model(lm.id).family)
+    encoded = _encode(lm, [render(template, t) for t in texts], HarvestConfig(batch_size=batch_size))
+    tokens = readout_tokens(lm, positive=task.readout.positive, negative=task.readout.negative)
+    return readout_prefix(lm, encoded, layer=layer, tokens=tokens), tokens
+
+
+def _edits(lm, prefix, k: int = 3):
+    import torch
+
+    directions = random_directions(lm.d_model, k=k, seed=3)
+    alpha = 0.5 * float(np.median(prefix.norms))
+    as_t = lambda v: torch.as_tensor(v, dtype=torch.float32)  # noqa: E731
+    return [_addition(as_t(alpha * d)) for d in directions] + [_ablation(as_t(d)) for d in directions]
+
+
+@pytest.mark.parametrize(("batch_size", "replay_tokens"), [(32, 32768), (2, 32768), (2, 1)])
+def test_stacked_interventions_give_the_readouts_of_one_replay_each(
+    registry, smollm2, batch_size, replay_tokens
+):
+    """Batches of 5, of 2+2+1 (a one-row batch), and one intervention per pass."""
+    prefix, tokens = _prefix(
+        registry, smollm2, task_id="cities-truth-v1", rows=5, layer=26, batch_size=batch_size
+    )
+    edits = _edits(smollm2, prefix)
+    one_each = np.stack([readouts(smollm2, prefix, tokens=tokens, edit=e) for e in edits])
+    stacked = readouts_batched(smollm2, prefix, tokens=tokens, edits=edits, replay_tokens=replay_tokens)
+    assert stacked.shape == (len(edits), 5)
+    atol = 1e-3 + 1e-4 * float(np.abs(one_each).max())  # the protocol's score tolerance
+    np.testing.assert_allclose(stacked, one_each, rtol=0, atol=atol)
+    assert not np.allclose(stacked[0], prefix.base)  # the interventions did something
+
+
+def test_stacking_works_through_gemmas_sliding_window_blocks(registry):
+    gemma = load_model(GEMMA, registry=registry, cache_dir=model_cache_dir(), device="cpu")
+    prefix, tokens = _prefix(registry, gemma, task_id="cities-truth-v1", rows=4, layer=14, batch_size=3)
+    edits = _edits(gemma, prefix, k=2)
+    one_each = np.stack([readouts(gemma, prefix, tokens=tokens, edit=e) for e in edits])
+    stacked = readouts_batched(gemma, prefix, tokens=tokens, edits=edits)
+    np.testing.assert_allclose(stacked, one_each, rtol=0, atol=1e-3 + 1e-4 * float(np.abs(one_each).max()))
+
+
+def test_a_batched_steer_run_has_the_numbers_of_one_replay_per_intervention(registry, smollm2):
+    probe = load_probe(REFERENCE / "refusal-dom-smollm2", registry=registry)  # layer 28: 2 blocks replayed
+    replays: list[int] = []
+    handle = smollm2.blocks[probe.layer].register_forward_pre_hook(lambda m, a: replays.append(1))
+    try:
+        runs = {}
+        for batched in (False, True):
+            replays.clear()
+            runs[batched] = steer_task(
+                probe,
+                smollm2,
+                registry.task("harmful-requests-v1"),
+                registry=registry,
+                settings=registry.protocol().steering,
+                config=HarvestConfig(),
+                n=8,
+                batched=batched,
+            )
+            runs[batched]["block_calls"] = len(replays)
+    finally:
+        handle.remove()
+    old, new = runs[False], runs[True]
+    k = registry.protocol().steering.random_directions
+    assert old["block_calls"] == 1 + (2 + 2 * k) and new["block_calls"] == 1 + 1  # prefix + replays
+    for part in ("addition", "ablation"):
+        for name in ("effect", "random_mean", "random_sd"):
+            assert new[part][name] == pytest.approx(old[part][name], abs=1e-3), (part, name)
+        np.testing.assert_allclose(
+            new[part]["random_effects"], old[part]["random_effects"], rtol=0, atol=1e-3
+        )
+    assert new["readout"] == old["readout"] and new["ablation"]["judged"] == old["ablation"]["judged"]
+    assert new["utility_z"] == pytest.approx(old["utility_z"], rel=1e-3, abs=1e-3)
 
 
 def test_adding_the_truth_probe_direction_moves_the_readout_towards_false(registry, smollm2):

@@ -1,4 +1,4 @@
-"""The CLI a researcher runs gives the board's numbers (issue 12, item 4).
+"""The CLI a researcher runs gives the board's numbers.
 
 A probe trained on SmolLM2 is submitted through the API and scored by a real Celery worker; then
 ``python -m evaluator evaluate --probe DIR`` runs in its own process with **no option but the
@@ -29,7 +29,7 @@ from rest_framework.test import APIClient
 
 from leaderboard.models import EvaluationRun, Score, Submission
 from leaderboard.services.tokens import api_token_create
-from tests.integration.conftest import SOURCE, TARGET, submit_dir, wait_for
+from tests.integration.conftest import SOURCE, TARGET, settled, submit_dir, wait_for
 
 pytestmark = [pytest.mark.model, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,17 +88,17 @@ def cli_evaluate(root: Path, probe_dir: Path) -> dict:
 
 
 def test_the_cli_with_its_defaults_gives_every_number_the_board_stores(
-    board_root, trained, start_worker, researcher, maintainer
+    board_root, trained, start_worker, researcher, system_account
 ):
     from evaluator.registry import load_registry
     from evaluator.scoring import Measurements, probe_score
 
     worker = start_worker("board")
     ref = submit_dir(
-        maintainer, trained["reference"], via="seed", is_reference=True, reference_role="eval_awareness"
+        system_account, trained["reference"], via="seed", is_reference=True, reference_role="eval_awareness"
     )
     wait_for(  # first, as on the board: a probe's reference runs are planned when it is submitted
-        lambda: Submission.objects.get(pk=ref.pk).status in ("scored", "failed"),
+        lambda: settled(ref.pk),
         timeout=900,
         what="the reference probe to be scored",
         workers=[worker],
@@ -114,7 +114,7 @@ def test_the_cli_with_its_defaults_gives_every_number_the_board_stores(
     assert response.status_code == 201, response.content
     sub_id = response.json()["id"]
     wait_for(
-        lambda: Submission.objects.get(pk=sub_id).status in ("scored", "failed"),
+        lambda: settled(sub_id),
         timeout=900,
         what="the submission to be scored",
         workers=[worker],

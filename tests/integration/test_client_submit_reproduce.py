@@ -16,7 +16,7 @@ import pytest
 
 from leaderboard.models import Score, Submission
 from leaderboard.services.tokens import api_token_create
-from tests.integration.conftest import submit_dir, wait_for
+from tests.integration.conftest import settled, submit_dir, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,17 +123,17 @@ def test_waiting_on_a_submission_that_is_rejected_ends_with_the_public_reason(
 
 @pytest.mark.model
 def test_a_submission_followed_until_scored_is_reproduced_and_a_tampered_score_is_caught(
-    live_server, mini, trained, start_worker, researcher, maintainer, settings, tmp_path
+    live_server, mini, trained, start_worker, researcher, system_account, settings, tmp_path
 ):
     from evaluator.registry import load_registry
 
     worker = start_worker("client")
     # the base model's eval-awareness reference probe is on the board first
     ref = submit_dir(
-        maintainer, trained["reference"], via="seed", is_reference=True, reference_role="eval_awareness"
+        system_account, trained["reference"], via="seed", is_reference=True, reference_role="eval_awareness"
     )
     wait_for(
-        lambda: Submission.objects.get(pk=ref.pk).status in ("scored", "failed"),
+        lambda: settled(ref.pk),
         timeout=900,
         what="the reference probe to be scored",
         workers=[worker],

@@ -14,7 +14,7 @@ import pytest
 from django.core.management import call_command
 
 from leaderboard.models import EvaluationRun, Score, Submission
-from tests.integration.conftest import submit_dir, wait_for
+from tests.integration.conftest import settled, submit_dir, wait_for
 from tests.leaderboard.test_reevaluation_supersession import NEW_TASK, add_refreshed_task
 
 pytestmark = [pytest.mark.model, pytest.mark.django_db(transaction=True)]
@@ -33,7 +33,7 @@ def test_a_task_added_after_scoring_is_backfilled_by_the_worker(
 
     sub = submit_dir(researcher, trained["truth"])
     wait_for(
-        lambda: Submission.objects.get(pk=sub.pk).status in ("scored", "failed"),
+        lambda: settled(sub.pk),
         timeout=900,
         what="the truth probe to be scored",
         workers=[worker],

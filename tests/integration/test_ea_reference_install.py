@@ -1,4 +1,4 @@
-"""Installing the second eval-awareness reference probe of SmolLM2 (issue 13, item 4) on a board.
+"""Installing the second eval-awareness reference probe of SmolLM2 on a board.
 
 The committed artifacts of registry/reference_probes/ea-smollm2 (the first reference) and
 ea-lofo-smollm2 (the second, which ``replaces`` it in the manifest) are submitted with

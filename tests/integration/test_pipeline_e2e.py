@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from leaderboard.models import EvaluationRun, RankInterval, Score, Submission
 from leaderboard.services.tokens import api_token_create
-from tests.integration.conftest import submit_dir, wait_for
+from tests.integration.conftest import settled, submit_dir, wait_for
 
 pytestmark = [pytest.mark.model, pytest.mark.django_db(transaction=True)]
 TARGET = "all-minilm-l6-v2"
@@ -26,7 +26,7 @@ def submit_api(client: APIClient, probe_dir: Path):
 
 
 def test_an_api_submission_is_run_by_a_worker_and_scored_like_the_evaluator(
-    mini, trained, start_worker, researcher, maintainer, settings
+    mini, trained, start_worker, researcher, system_account, settings
 ):
     from evaluator.evaluate import evaluate_probe
 
@@ -35,9 +35,11 @@ def test_an_api_submission_is_run_by_a_worker_and_scored_like_the_evaluator(
     worker = start_worker("e2e")
 
     # the eval-awareness reference probe first, through the same service the demo uses
-    ref_sub = submit_dir(maintainer, ref_dir, via="seed", is_reference=True, reference_role="eval_awareness")
+    ref_sub = submit_dir(
+        system_account, ref_dir, via="seed", is_reference=True, reference_role="eval_awareness"
+    )
     wait_for(
-        lambda: Submission.objects.get(pk=ref_sub.pk).status in ("scored", "failed"),
+        lambda: settled(ref_sub.pk),
         timeout=900,
         what="the reference probe to be scored",
         workers=[worker],
@@ -51,10 +53,11 @@ def test_an_api_submission_is_run_by_a_worker_and_scored_like_the_evaluator(
     response = submit_api(client, probe_dir)
     assert response.status_code == 201, response.content
     sub_id = response.json()["id"]
+    # scored once its primary runs have finished; the secondary axes then rescore it, one by one
     wait_for(
-        lambda: Submission.objects.get(pk=sub_id).status in ("scored", "failed"),
+        lambda: settled(sub_id),
         timeout=900,
-        what="the submission to be scored",
+        what="the submission to be scored with every axis",
         workers=[worker],
     )
     detail = client.get(f"/api/v1/submissions/{sub_id}").json()

@@ -31,7 +31,7 @@ from leaderboard.models import (
     Submission,
 )
 from leaderboard.services.tokens import api_token_create
-from tests.integration.conftest import SOURCE, WorkerProcess, submit_dir, train_probe, wait_for
+from tests.integration.conftest import SOURCE, WorkerProcess, settled, submit_dir, train_probe, wait_for
 
 pytestmark = [pytest.mark.model, pytest.mark.django_db(transaction=True)]
 Run = EvaluationRun
@@ -113,7 +113,7 @@ def api(user) -> APIClient:
 
 def scored(sub: Submission, workers, timeout: float = 900) -> Submission:
     wait_for(
-        lambda: Submission.objects.get(pk=sub.pk).status in ("scored", "failed"),
+        lambda: settled(sub.pk),
         timeout=timeout,
         what=f"submission {sub.pk} to be scored",
         workers=workers,
@@ -141,6 +141,7 @@ def test_a_quarter_on_real_runs_catches_a_probe_trained_on_its_test_split(
     leaky,
     start_worker,
     maintainer,
+    system_account,
     researcher,
     tmp_path,
     settings,
@@ -150,7 +151,11 @@ def test_a_quarter_on_real_runs_catches_a_probe_trained_on_its_test_split(
     worker = start_worker("cycle")
     scored(
         submit_dir(
-            maintainer, trained["reference"], via="seed", is_reference=True, reference_role="eval_awareness"
+            system_account,
+            trained["reference"],
+            via="seed",
+            is_reference=True,
+            reference_role="eval_awareness",
         ),
         [worker],
     )
@@ -281,18 +286,18 @@ def test_a_quarter_on_real_runs_catches_a_probe_trained_on_its_test_split(
 
 
 def test_a_new_reference_version_recomputes_auroc_ea_from_stored_scores_without_a_model(
-    board, trained, reference_v2, worker_env, maintainer, researcher, monkeypatch, client
+    board, trained, reference_v2, worker_env, system_account, researcher, monkeypatch, client
 ):
     from evaluator.metrics import auroc_ea
     from leaderboard.services.reference_updates import reference_update_advance
 
-    # a worker that runs models (the gpu queue) but no bookkeeping (the default queue), so the
+    # a worker that runs models (the run queues) but no bookkeeping (the default queue), so the
     # recompute waits for this process, where no model can be loaded
-    worker = WorkerProcess(worker_env, "gpu-only", queues="gpu").start()
+    worker = WorkerProcess(worker_env, "runs-only", queues="primary,secondary").start()
     try:
         ref1 = scored(
             submit_dir(
-                maintainer,
+                system_account,
                 trained["reference"],
                 via="seed",
                 is_reference=True,
@@ -308,7 +313,7 @@ def test_a_new_reference_version_recomputes_auroc_ea_from_stored_scores_without_
         )
 
         edit_probe_json(reference_v2, probe=ref1.probe.slug, recipe=None)  # a new version of the same probe
-        ref2 = scored(submit_dir(maintainer, reference_v2), [worker]).probe_version
+        ref2 = scored(submit_dir(system_account, reference_v2), [worker]).probe_version
         assert ref2.probe_id == ref1.probe_id and ref2.number == 2
         wait_for(
             lambda: (

@@ -1,4 +1,4 @@
-"""Direction utility on the board (issue 16), on real services: a new submission of a linear probe
+"""Direction utility on the board, on real services: a new submission of a linear probe
 on SmolLM2 gets its steer run, executed by a real Celery worker process; the direction utility
 is folded into the stored measurements beside the ProbeScore (never in it) and shown in the
 category page's column, the probe page, the API and the CSV export."""
@@ -13,7 +13,7 @@ from django.test import Client
 
 from evaluator.steer import direction_utility
 from leaderboard.models import EvaluationRun, Score, Submission
-from tests.integration.conftest import submit_dir, wait_for
+from tests.integration.conftest import settled, submit_dir, wait_for
 
 # about 8 minutes on 2 shared cores (score, reproduce, transfer and steer runs): -m slow
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -30,7 +30,7 @@ def test_a_new_submission_gets_its_steer_run_and_the_column_shows_a_number(
     # planned with the other runs, on the category's task with a readout (cities-truth-v1)
     assert sorted(steer_runs.values_list("task_id", flat=True)) == ["cities-truth-v1"]
     wait_for(
-        lambda: Submission.objects.get(pk=sub.pk).status in ("scored", "failed"),
+        lambda: settled(sub.pk),
         timeout=1500,
         what="the submission to be scored",
         workers=[worker],

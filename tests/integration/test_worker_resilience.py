@@ -10,17 +10,17 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from leaderboard.models import EvaluationRun, Submission
+from leaderboard.models import EvaluationRun
 from leaderboard.services.lifecycle import evaluation_runs_reconcile
 from leaderboard.tasks import evaluation_run_execute_task
-from tests.integration.conftest import submit_dir, wait_for
+from tests.integration.conftest import settled, submit_dir, wait_for
 
 pytestmark = [pytest.mark.model, pytest.mark.django_db(transaction=True)]
 Run = EvaluationRun
 
 
 def finished(sub_id: int) -> bool:
-    return Submission.objects.get(pk=sub_id).status in ("scored", "failed")
+    return settled(sub_id)
 
 
 def successes(*workers) -> int:

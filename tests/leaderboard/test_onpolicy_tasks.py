@@ -56,7 +56,7 @@ def test_a_probe_is_planned_on_its_own_models_files_and_the_encoder_on_none(sync
         "test",
         "distshift",
     }
-    encoder = _queued("encoder-probe", ENCODER)
+    encoder = _queued("encoder-probe", ENCODER, layer=3)
     planned = evaluation_runs_plan(version=encoder, submission=encoder.submission)
     assert CITY_COUNTRY_ID not in {r.task_id for r in planned}
     assert {r.task_id for r in planned if r.kind == Run.Kind.SCORE} >= {"halueval-qa-v1", "cities-truth-v1"}
@@ -106,7 +106,7 @@ def test_every_score_carries_lift_over_text_per_task_and_its_mean(synced):
 
 
 def test_the_encoders_score_says_which_on_policy_tasks_it_was_not_measured_on(synced):
-    version = _queued("encoded", ENCODER)
+    version = _queued("encoded", ENCODER, layer=3)
     [score, *_] = submission_score(
         submission=version.submission, runs=_finish(version, {"cities-truth-v1": 0.7})
     )

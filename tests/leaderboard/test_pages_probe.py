@@ -199,7 +199,8 @@ def test_the_probe_page_runs_a_constant_number_of_queries(
         )
         CycleResultFactory(cycle=cycle, probe_version=probe_version)
         LeakageRecordFactory(probe=probe_version.probe, status="confirmed")
-    with django_assert_max_num_queries(12):
+    # + the tasks it can read (tasks, own split files) and its pending axes: 3, whatever the data
+    with django_assert_max_num_queries(15):
         get(client)
 
 

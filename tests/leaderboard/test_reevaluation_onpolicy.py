@@ -37,7 +37,7 @@ def board(registry, settings):
         if t.measured_on(ENCODER)
     ]
     encoder = public_probe(
-        slug="encoder-city", base_model=ENCODER, auroc=0.7, tasks=tasks, reference_auroc=0.7
+        slug="encoder-city", base_model=ENCODER, auroc=0.7, tasks=tasks, reference_auroc=0.7, layer=3
     )
     return smol, encoder
 

@@ -1,5 +1,6 @@
-"""Confirmed leakage records survive SQLite's INSERT OR REPLACE and PostgreSQL's TRUNCATE (the
-database refuses both), and a probe's reference fields cannot be edited by hand in the admin."""
+"""Confirmed leakage records survive SQLite's INSERT OR REPLACE and UPDATE OR REPLACE and
+PostgreSQL's TRUNCATE (the database refuses them), and a probe's reference fields cannot be edited
+by hand in the admin."""
 
 import pytest
 from django.db import DatabaseError, connection, transaction
@@ -49,6 +50,30 @@ def test_sqlite_still_replaces_an_open_record(registry):
     record = LeakageRecordFactory()
     with connection.cursor() as cur:
         cur.execute(_replace_sql("INSERT OR REPLACE"), [record.pk])
+    assert LeakageRecord.objects.get(pk=record.pk).status == "dismissed"
+
+
+@pytest.mark.parametrize("assignments", ["id = %s", "id = %s, status = 'dismissed'"])
+def test_sqlite_refuses_to_move_an_open_record_onto_a_confirmed_ones_id(confirmed, assignments):
+    """``UPDATE OR REPLACE`` would delete the confirmed row (no delete trigger fires) to make room."""
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's REPLACE conflict resolution")
+    other = LeakageRecordFactory()
+    sql = f"UPDATE OR REPLACE leaderboard_leakagerecord SET {assignments} WHERE id = %s"
+    with pytest.raises(DatabaseError, match="confirmed"), transaction.atomic(), connection.cursor() as cur:
+        cur.execute(sql, [confirmed.pk, other.pk])
+    _intact(confirmed)
+    assert LeakageRecord.objects.filter(pk=other.pk).exists()
+
+
+def test_sqlite_still_updates_an_open_record(registry):
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's REPLACE conflict resolution")
+    record = LeakageRecordFactory()
+    with connection.cursor() as cur:
+        cur.execute(
+            "UPDATE OR REPLACE leaderboard_leakagerecord SET status = 'dismissed' WHERE id = %s", [record.pk]
+        )
     assert LeakageRecord.objects.get(pk=record.pk).status == "dismissed"
 
 

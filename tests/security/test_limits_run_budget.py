@@ -28,7 +28,9 @@ def test_the_run_task_carries_the_configured_time_budget(settings):
 
 
 @pytest.mark.model
-def test_a_run_past_its_time_budget_fails_with_the_reason_and_is_not_retried(registry, researcher, settings):
+def test_a_run_past_its_time_budget_fails_with_the_reason_and_is_not_retried(
+    registry, researcher, settings, tmp_path
+):
     client = APIClient()
     client.force_authenticate(user=researcher)
     assert post(client, linear_probe_bytes(seed=51), metadata()).status_code == 201
@@ -40,6 +42,9 @@ def test_a_run_past_its_time_budget_fails_with_the_reason_and_is_not_retried(reg
     from leaderboard import runner
 
     runner.loaded_model(run.base_model_id)
+    # an empty activation cache (the model stays loaded): the run must harvest, not read the
+    # activations another test already cached at every layer
+    settings.CACHE_DIR = tmp_path / "cache"
 
     def soft_limit(signum, frame):
         raise SoftTimeLimitExceeded()

@@ -1,13 +1,15 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from leaderboard.accounts import username_reserved
+from leaderboard.errors import ServiceError
 from leaderboard.models import ApiToken
 from leaderboard.services.tokens import api_token_create
 
 
 class Command(BaseCommand):
     help = (
-        "Make a new API token for USERNAME and print it, alone on the last line. Only a hash is "
+        "Make a new API token for USERNAME and print it, alone on stdout (messages go to stderr). Only a hash is "
         "stored, so the key is printed this once; a previous token of the user stops working."
     )
 
@@ -24,10 +26,16 @@ class Command(BaseCommand):
         if user is None:
             if not create_user:
                 raise CommandError(f"no user {username!r}; pass --create-user to create one")
+            if username_reserved(username):
+                raise CommandError(f"the username {username!r} is reserved; choose another")
             user = User.objects.create_user(username=username)
             user.set_unusable_password()
             user.save()
             self.stderr.write(f"created user {username}")
         if ApiToken.objects.filter(user=user).exists():
             self.stderr.write(f"{username}'s previous API token was replaced and no longer works")
-        self.stdout.write(api_token_create(user=user))
+        try:
+            key = api_token_create(user=user)
+        except ServiceError as exc:
+            raise CommandError(f"{username}: {exc.message}") from None
+        self.stdout.write(key)

@@ -1,39 +1,129 @@
-"""``python manage.py demo``: the main job on real models, then the site.
+"""``python manage.py demo`` (what ``make demo`` runs): the reference probes on real models, and
+the board served while they are measured.
 
-1. starts a Celery worker (and the reconciler on beat) beside this process: on the filesystem
-   broker under the data directory by default, on Redis when REDIS_URL is set;
-2. submits the reference probes of registry/reference_probes/manifest.yaml through the normal
-   submission path, as the ``probebench`` maintainer account; the eval-awareness reference probes
-   first, and waits for them to be scored so every other probe's auroc_ea is measured with them;
-3. submits the rest and serves the site while the worker evaluates them: the board fills in as
-   scores arrive (progress on each submission's page, and here).
+1. takes the data directory's lock (``demo.lock``: a second demo on the same data directory
+   refuses, naming the running one's pid and address), migrates the database and loads the
+   registry;
+2. puts back in the queue the runs a previous demo's worker left ``running`` when it was stopped;
+3. starts a Celery worker with the reconciler on beat, in its own process group: on the
+   filesystem broker under the data directory by default, on Redis when REDIS_URL is set;
+4. serves the site at once, and meanwhile submits the reference probes of
+   registry/reference_probes/manifest.yaml through the normal submission path, under
+   the system account (``install_reference_probes``): the eval-awareness reference probes first, so the worker
+   takes their runs first. A probe scored before its base model's eval-awareness reference has
+   its ``auroc_ea`` imputed (and marked so) until the reference is scored; the reference update
+   then recomputes it from stored per-example scores;
+5. prints, while it serves, how many reference probes are scored, the runs by status, an
+   estimate of the time left (from measured run durations), and each failure once, with its
+   reason.
 
+SIGINT (Ctrl-C) and SIGTERM stop the server, the worker and its beat; the runs the worker was
+executing go back to the queue. ``--no-serve`` submits, waits until every submission is settled
+(scored with every axis, or failed) and exits.
 Re-running it is safe: a probe whose artifact was already submitted is not submitted again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+from io import StringIO
 from pathlib import Path
 
-import yaml
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.db import close_old_connections, connection
 
-from leaderboard.management.commands.install_reference_probes import SYSTEM_USER, submit_entries, system_user
-from leaderboard.models import Submission
+from evaluator.registry import EVAL_AWARENESS
+from leaderboard.management.commands.install_reference_probes import (
+    SYSTEM_USER,
+    installed,
+    manifest_entries,
+    submit_entries,
+    system_user,
+)
+from leaderboard.models import EvaluationRun, Submission
+from leaderboard.policy import WORKER_QUEUES
+from leaderboard.selectors.progress import runs_progress
+from leaderboard.services.lifecycle import evaluation_runs_release
 
-__all__ = ["SYSTEM_USER", "Command"]
-DONE = (Submission.Status.SCORED, Submission.Status.FAILED, Submission.Status.REJECTED)
+__all__ = ["SYSTEM_USER", "Command", "DemoLock", "demo_worker_name"]
+Run = EvaluationRun
+#: how long the worker gets to finish after SIGTERM before its process group is killed (its run,
+#: if any, goes back to the queue either way)
+STOP_GRACE_S = 5.0
+
+
+def demo_worker_name(data_dir: Path) -> str:
+    """The demo worker's Celery hostname: one per data directory and machine, so that the runs a
+    stopped demo's worker still holds can be told apart from another worker's."""
+    digest = hashlib.sha256(str(Path(data_dir).resolve()).encode()).hexdigest()[:8]
+    return f"demo-{digest}@{socket.gethostname()}"
+
+
+class DemoLock:
+    """One demo per data directory: an exclusive ``flock`` on ``demo.lock``, held while the demo
+    runs and released by the kernel when its process ends (so a lock left by a killed demo is
+    detected as stale, never trusted). The file records the holder's pid and address."""
+
+    def __init__(self, data_dir: Path):
+        self.path = Path(data_dir) / "demo.lock"
+        self.fd: int | None = None
+        self.stale: dict | None = None
+
+    def _read(self) -> dict:
+        try:
+            return json.loads(self.path.read_text() or "{}")
+        except (OSError, ValueError):
+            return {}
+
+    def acquire(self, *, host: str, port: str) -> DemoLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            held = self._read()
+            raise CommandError(
+                f"a demo is already running on this data directory ({self.path.parent}):"
+                f" pid {held.get('pid', '?')}, serving http://{held.get('host', '?')}:{held.get('port', '?')}/."
+                " Stop it first (Ctrl-C in its terminal, or kill that pid), or use another"
+                " PROBEBENCH_DATA_DIR."
+            ) from None
+        self.fd = fd
+        previous = self._read()
+        if previous.get("pid"):
+            self.stale = previous  # its process is gone: the kernel released its lock
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid(), "host": host, "port": str(port)}).encode())
+        return self
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        os.ftruncate(self.fd, 0)
+        os.close(self.fd)  # closing the descriptor releases the flock
+        self.fd = None
 
 
 class Command(BaseCommand):
-    help = "Evaluate the reference probes on real models with a local worker, and serve the board."
+    _worker: subprocess.Popen | None = None
+    _interrupted = False
+    help = "Serve the board at once and evaluate the reference probes on real models with a local worker."
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
@@ -45,63 +135,171 @@ class Command(BaseCommand):
             "--no-serve", action="store_true", help="evaluate, wait for every score, then exit"
         )
         parser.add_argument("--only", default="", help="comma-separated slugs of the manifest to submit")
+        parser.add_argument(
+            "--progress-every",
+            type=float,
+            default=30.0,
+            metavar="SECONDS",
+            help="how often the progress line is printed while serving (default 30)",
+        )
 
-    def handle(self, *args, host, port, manifest=None, no_serve=False, only="", **options):
+    def handle(
+        self, *args, host, port, manifest=None, no_serve=False, only="", progress_every=30.0, **options
+    ):
         manifest_path = (
             Path(manifest)
             if manifest
             else settings.REGISTRY_ROOT / "registry" / "reference_probes" / "manifest.yaml"
         )
-        if not manifest_path.is_file():
-            raise CommandError(f"{manifest_path}: no reference-probe manifest")
-        entries = yaml.safe_load(manifest_path.read_text())["probes"]
-        if only:
-            wanted = {s.strip() for s in only.split(",")}
-            entries = [e for e in entries if e["slug"] in wanted]
-        user = self._system_user()
-        worker = self._start_worker()
+        entries = manifest_entries(manifest_path, only)
+        self._root = Path(settings.REGISTRY_ROOT)  # the manifest's paths are relative to it
+        data_dir = Path(settings.DATA_DIR)
+        lock = DemoLock(data_dir).acquire(host=host, port=port)
+        if lock.stale:
+            self.stdout.write(
+                f"a stale lock of pid {lock.stale['pid']} (no longer running) on {data_dir} was taken over"
+            )
+        self._worker_name = demo_worker_name(data_dir)
+        self._worker = None
+        self._stop_event = threading.Event()
+        previous_term = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
         try:
-            first = [e for e in entries if e.get("role") == "eval_awareness"]
-            rest = [e for e in entries if e.get("role") != "eval_awareness"]
-            self.stdout.write(f"submitting {len(first)} eval-awareness reference probe(s) first")
-            subs = self._submit(first, user)
-            self._wait(subs, worker)
-            self.stdout.write(f"submitting {len(rest)} more reference probe(s)")
-            subs += self._submit(rest, user)
+            if not no_serve:
+                _check_port_free(host, port)
+            self._setup()
+            system_user()  # before the worker starts: a squatter of the name is refused here
+            self._worker = self._start_worker()
             if no_serve:
-                self._wait(subs, worker)
-                self._summary(subs)
+                ids = self._submit_all(entries)
+                self._wait(ids)
+                self._summary(ids)
                 return
+            feeder = threading.Thread(
+                target=self._feed, args=(entries, progress_every), name="demo-feed", daemon=True
+            )
+            feeder.start()
             self.stdout.write(
                 self.style.SUCCESS(
-                    f"serving http://{host}:{port}/ — the worker keeps evaluating; the board fills in as scores arrive"
+                    f"serving http://{host}:{port}/ — the reference probes are submitted now and the board"
+                    " fills in as their scores arrive; Ctrl-C stops the server, the worker and beat"
                 )
             )
             call_command("runserver", f"{host}:{port}", use_reloader=False)
+        except (KeyboardInterrupt, SystemExit):
+            # SIGINT or SIGTERM (see _raise_keyboard_interrupt); runserver turns it into exit(0)
+            self._interrupted = True
         finally:
-            self._stop(worker)
+            self._shutdown()  # a second SIGTERM or Ctrl-C meanwhile kills the worker at once
+            signal.signal(signal.SIGTERM, previous_term)
+            lock.release()
+        if no_serve and self._interrupted:
+            raise CommandError("stopped before every reference probe was scored; run it again to resume")
 
     # ------------------------------------------------------------------ steps
 
-    def _system_user(self):
-        return system_user()
-
-    def _submit(self, entries, user) -> list[int]:
-        return submit_entries(entries, user, settings.REGISTRY_ROOT, write=self.stdout.write)
-
-    def _wait(self, ids: list[int], worker: subprocess.Popen) -> None:
-        last = ""
-        while True:
-            subs = list(Submission.objects.filter(pk__in=ids).select_related("probe_version__probe"))
-            if all(s.status in DONE for s in subs):
-                return
-            if worker.poll() is not None:
-                raise CommandError(f"the worker exited with status {worker.returncode}; see {self._log}")
-            line = " · ".join(
-                f"{s.probe_version.probe.slug[:28]} {s.status} {s.progress:.0%}"
-                for s in subs
-                if s.status not in DONE
+    def _setup(self) -> None:
+        """The database schema and the registry rows (both idempotent)."""
+        call_command("migrate", interactive=False, verbosity=0)
+        out = StringIO()
+        call_command("sync_registry", verbosity=0, stdout=out)
+        self.stdout.write((out.getvalue().strip().splitlines() or ["registry loaded"])[-1])
+        released = evaluation_runs_release(worker_host=self._worker_name)
+        if released:
+            self.stdout.write(
+                f"{len(released)} run(s) interrupted by the last stop are back in the queue:"
+                f" {', '.join(map(str, released))}"
             )
+
+    def _submit_all(self, entries: list[dict]) -> list[int]:
+        """The eval-awareness reference probes first (the worker takes their runs first), then the rest."""
+        first = [e for e in entries if e.get("role") == EVAL_AWARENESS]
+        rest = [e for e in entries if e.get("role") != EVAL_AWARENESS]
+        self.stdout.write(f"submitting {len(first)} eval-awareness reference probe(s) first")
+        ids = submit_entries(first, self._root, write=self.stdout.write)
+        self.stdout.write(f"submitting {len(rest)} more reference probe(s)")
+        ids += submit_entries(rest, self._root, write=self.stdout.write)
+        return ids
+
+    def _feed(self, entries: list[dict], every: float) -> None:
+        """The serving demo's second thread: submit, then report progress until stopped."""
+        try:
+            ids = self._submit_all(entries)
+            seen: set[tuple[str, int]] = set()
+            last, last_at = "", 0.0
+            while not self._stop_event.is_set():
+                for line in self._new_failures(ids, seen):
+                    self.stderr.write(line)
+                line = self._progress_line(ids)
+                if line != last or time.monotonic() - last_at > 10 * every:
+                    self.stdout.write(line)
+                    last, last_at = line, time.monotonic()
+                if self._worker is not None and self._worker.poll() is not None:
+                    log = Path(settings.DATA_DIR) / "demo-worker.log"
+                    self.stderr.write(
+                        f"the worker exited with status {self._worker.returncode}; see {log}."
+                        " The board is still served; stop with Ctrl-C."
+                    )
+                    return
+                self._stop_event.wait(every)
+        except Exception as exc:  # the server keeps serving; say why the board stopped filling
+            if not self._stop_event.is_set():
+                self.stderr.write(f"the demo stopped submitting or reporting: {type(exc).__name__}: {exc}")
+        finally:
+            close_old_connections()
+            connection.close()
+
+    def _progress_line(self, ids: list[int]) -> str:
+        subs = dict(Submission.objects.filter(pk__in=ids).values_list("pk", "status"))
+        scored = sum(s == Submission.Status.SCORED for s in subs.values())
+        failed = sum(s == Submission.Status.FAILED for s in subs.values())
+        runs = runs_progress(workers=1)
+        c = runs.counts
+        return (
+            f"reference probes scored: {scored} of {len(ids)}"
+            + (f" ({failed} failed)" if failed else "")
+            + f"; runs: {c[Run.Status.QUEUED]} queued / {c[Run.Status.RUNNING]} running"
+            f" / {c[Run.Status.SUCCEEDED]} done / {c[Run.Status.FAILED]} failed"
+            f"; estimated time left {runs.eta_text()}"
+        )
+
+    def _new_failures(self, ids: list[int], seen: set[tuple[str, int]]) -> list[str]:
+        """Each failed run and failed submission once, with its reason."""
+        lines = []
+        failed_runs = (
+            Run.objects.filter(status=Run.Status.FAILED)
+            .select_related("probe_version__probe")
+            .order_by("finished_at", "pk")
+        )
+        for run in failed_runs:
+            if ("run", run.pk) in seen:
+                continue
+            seen.add(("run", run.pk))
+            lines.append(
+                f"FAILED run {run.pk}: {run.kind} of {run.probe_version.probe.slug} on"
+                f" {run.task_id}/{run.split} ({run.base_model_id}, {run.error_kind or 'unknown'} fault):"
+                f" {run.error}"
+            )
+        failed_subs = Submission.objects.filter(pk__in=ids, status=Submission.Status.FAILED).select_related(
+            "probe_version__probe"
+        )
+        for sub in failed_subs:
+            if ("submission", sub.pk) in seen:
+                continue
+            seen.add(("submission", sub.pk))
+            lines.append(f"FAILED submission {sub.pk} ({sub.probe_version.probe.slug}): {sub.failure_reason}")
+        return lines
+
+    def _wait(self, ids: list[int]) -> None:
+        """Until every submission is finished and every reference update they started is done."""
+        seen: set[tuple[str, int]] = set()
+        last = ""
+        while not installed(ids):
+            if self._worker is not None and self._worker.poll() is not None:
+                log = Path(settings.DATA_DIR) / "demo-worker.log"
+                raise CommandError(f"the worker exited with status {self._worker.returncode}; see {log}")
+            for line in self._new_failures(ids, seen):
+                self.stderr.write(line)
+            line = self._progress_line(ids)
             if line != last:
                 self.stdout.write(f"  {line}")
                 last = line
@@ -116,7 +314,7 @@ class Command(BaseCommand):
             )
 
     def _start_worker(self) -> subprocess.Popen:
-        self._log = Path(settings.DATA_DIR) / "demo-worker.log"
+        log = Path(settings.DATA_DIR) / "demo-worker.log"
         env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
         cmd = [
             sys.executable,
@@ -127,30 +325,90 @@ class Command(BaseCommand):
             "worker",
             "-B",
             "-Q",
-            "gpu,default",
+            WORKER_QUEUES,
             "--concurrency",
             "1",
             "--pool",
             "solo",
+            "--hostname",
+            self._worker_name,
             "--loglevel",
             "INFO",
             "--schedule",
             str(Path(settings.DATA_DIR) / "celerybeat-schedule"),
         ]
-        self.stdout.write(f"starting a local worker (log: {self._log})")
+        self.stdout.write(f"starting a local worker with the reconciler on beat (log: {log})")
         return subprocess.Popen(
             cmd,
             cwd=settings.BASE_DIR,
             env=env,
-            stdout=self._log.open("ab"),
+            stdin=subprocess.DEVNULL,
+            stdout=log.open("ab"),
             stderr=subprocess.STDOUT,
-            start_new_session=True,
+            start_new_session=True,  # its own process group: Ctrl-C reaches it only through _shutdown
         )
 
-    def _stop(self, worker: subprocess.Popen) -> None:
-        if worker.poll() is None:
-            os.killpg(worker.pid, signal.SIGTERM)
-            try:
-                worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(worker.pid, signal.SIGKILL)
+    def _shutdown(self) -> None:
+        """Stop the reporting thread and the worker's whole process group (beat included), then
+        put back in the queue the run it was executing. A second Ctrl-C kills at once."""
+        self._stop_event.set()
+        worker = self._worker
+        if worker is None:
+            self.stdout.write("stopped (no worker was started).")
+            return
+        self.stdout.write(
+            f"stopping: the server is down; stopping the worker and beat (pid {worker.pid},"
+            f" up to {STOP_GRACE_S:.0f} s)…"
+        )
+        try:
+            if worker.poll() is None:
+                _stop_group(worker, grace=STOP_GRACE_S)
+            else:
+                _kill_group(worker)  # what is left of its group (beat)
+        except KeyboardInterrupt:
+            _kill_group(worker)
+        try:
+            released = evaluation_runs_release(worker_host=self._worker_name)
+        except Exception as exc:  # the database is gone too: the next start re-queues them
+            self.stderr.write(f"could not re-queue the interrupted runs now ({exc}); the next start will")
+            released = []
+        self.stdout.write(
+            "stopped"
+            + (f"; {len(released)} interrupted run(s) are back in the queue" if released else "")
+            + (". `make demo` again resumes where it stopped." if self._interrupted else ".")
+        )
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _check_port_free(host: str, port: str) -> None:
+    """Fail before starting anything if the address is taken (runserver would exit the process
+    without running any clean-up)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, int(port)))
+        except OSError as exc:
+            raise CommandError(
+                f"cannot serve on {host}:{port}: {exc.strerror}; choose another with PORT=…"
+            ) from None
+
+
+def _stop_group(proc: subprocess.Popen, *, grace: float) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
+    _kill_group(proc)  # whatever is left of the group (beat, a run stuck in native code)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)

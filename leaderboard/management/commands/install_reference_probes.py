@@ -1,6 +1,11 @@
 """``python manage.py install_reference_probes --only SLUG[,SLUG…]``: submit reference probes of
 registry/reference_probes/manifest.yaml to a running board, through the normal submission path,
-as the ``probebench`` maintainer account, with the manifest's role.
+under the system account (``leaderboard.accounts``), with the manifest's role.
+
+The system account is made by the first install: an inactive user named ``probebench`` with an
+unusable password, which nobody can sign up as, log in to or get a token for. A user of that name
+that the install did not create (someone signed up first) is refused with an error: rename or
+delete it, then run the install again. Only the system account's probes can be reference probes.
 
 An eval-awareness reference probe (role ``eval_awareness``) installed this way becomes its base
 model's current reference once it is scored (the newest scored one), and the submission pipeline
@@ -9,7 +14,10 @@ dependent ``auroc_ea`` and ProbeScore is recomputed from stored per-example scor
 published (/api/v1/reference-updates, /reevaluations/). The board's workers do the work; with
 ``--wait`` the command waits for the submissions and their reference updates and prints the diff.
 
-A probe whose artifact was already submitted is not submitted again.
+A probe whose artifact the system account already submitted is not submitted again. An earlier
+copy of a reference probe's file submitted by anyone else does not block the install: the copy is
+set aside and its submission rejected, naming the reference probe
+(``services.submissions.reference_probe_submit``).
 """
 
 from __future__ import annotations
@@ -20,17 +28,17 @@ from pathlib import Path
 
 import yaml
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluator.registry import EVAL_AWARENESS
-from leaderboard.artifacts import sha256_bytes
+from evaluator.registry import CATEGORIES, EVAL_AWARENESS
+from leaderboard.accounts import SYSTEM_USERNAME
 from leaderboard.errors import ServiceError
-from leaderboard.models import ProbeVersion, ReferenceUpdate, Submission
-from leaderboard.services.submissions import submission_create
+from leaderboard.models import ReferenceUpdate, Submission
+from leaderboard.selectors.shared import submission_settled
+from leaderboard.services.accounts import system_account_get_or_create
+from leaderboard.services.submissions import reference_probe_submit
 
-SYSTEM_USER = "probebench"
-DONE = (Submission.Status.SCORED, Submission.Status.FAILED, Submission.Status.REJECTED)
+SYSTEM_USER = SYSTEM_USERNAME
 
 
 def manifest_entries(manifest: Path, only: str = "") -> list[dict]:
@@ -48,54 +56,59 @@ def manifest_entries(manifest: Path, only: str = "") -> list[dict]:
 
 
 def system_user():
-    """The maintainer account reference probes are submitted as."""
-    User = get_user_model()
-    user, created = User.objects.get_or_create(username=SYSTEM_USER, defaults={"is_staff": True})
-    if created:
-        user.set_unusable_password()
-        user.save()
-    return user
+    """The system account reference probes are submitted as (made by the first install); a user of
+    that name that the install did not create is refused."""
+    try:
+        return system_account_get_or_create()
+    except ServiceError as exc:
+        raise CommandError(exc.message) from None
 
 
-def submit_entries(entries: list[dict], user, root: Path, write=print) -> list[int]:
+def submission_order(entries: list[dict], categories: dict[str, str]) -> list[dict]:
+    """The order reference probes are submitted in, so the board shows a measured entry in every
+    category early: the eval-awareness reference probes first (every other auroc_ea is computed
+    with them), then the first probe of each other category (board order), then the rest; manifest
+    order otherwise. ``categories``: slug → category (from each probe.json). Pure."""
+    ea = [e for e in entries if e.get("role") == EVAL_AWARENESS]
+    others = [e for e in entries if e.get("role") != EVAL_AWARENESS]
+    first: dict[str, dict] = {}
+    for entry in others:
+        first.setdefault(categories[entry["slug"]], entry)
+    leaders = [first[c] for c in CATEGORIES if c in first]
+    chosen = {id(e) for e in leaders}
+    return ea + leaders + [e for e in others if id(e) not in chosen]
+
+
+def submit_entries(entries: list[dict], root: Path, write=print) -> list[int]:
     """Submit each entry's probe directory (probe.safetensors + probe.json) as a reference probe
-    with the manifest's role; an artifact already submitted is reused. Returns submission ids."""
+    with the manifest's role, under the system account, in :func:`submission_order`; a file the
+    system account already submitted is reused. Returns submission ids, in that order."""
     ids = []
-    for entry in entries:
+    categories = {
+        e["slug"]: json.loads((root / e["path"] / "probe.json").read_text())["category"] for e in entries
+    }
+    for entry in submission_order(entries, categories):
         directory = root / entry["path"]
-        data = (directory / "probe.safetensors").read_bytes()
-        existing = (
-            ProbeVersion.objects.filter(artifact_sha256=sha256_bytes(data))
-            .select_related("submission")
-            .first()
-        )
-        if existing is not None:
-            write(f"  {entry['slug']}: already submitted ({existing.submission.status})")
-            ids.append(existing.submission.pk)
-            continue
         metadata = json.loads((directory / "probe.json").read_text())
         try:
-            with open(directory / "probe.safetensors", "rb") as fh:
-                sub = submission_create(
-                    user=user,
-                    artifact=fh,
-                    metadata=metadata,
-                    via="seed",
-                    is_reference=True,
-                    reference_role=entry.get("role") or "",
-                )
+            sub, new = reference_probe_submit(
+                artifact=directory / "probe.safetensors", metadata=metadata, role=entry.get("role") or ""
+            )
         except ServiceError as exc:
             raise CommandError(f"{entry['slug']}: {exc.message}") from None
-        write(f"  {entry['slug']}: submission {sub.pk}, {sub.runs.count()} run(s) queued")
+        if not new:
+            write(f"  {entry['slug']}: already submitted ({sub.status})")
+        else:
+            write(f"  {entry['slug']}: submission {sub.pk}, {sub.runs.count()} run(s) queued")
         ids.append(sub.pk)
     return ids
 
 
 def installed(ids: list[int]) -> bool:
-    """Every submission is finished, and every scored eval-awareness reference among them has
-    its reference update completed."""
+    """Every submission is settled (scored with every axis, or failed), and every scored
+    eval-awareness reference among them has its reference update completed."""
     subs = list(Submission.objects.filter(pk__in=ids).select_related("probe_version__probe"))
-    if any(s.status not in DONE for s in subs):
+    if not all(submission_settled(s) for s in subs):
         return False
     ea = [
         s.probe_version
@@ -133,7 +146,8 @@ class Command(BaseCommand):
         )
         root = path.resolve().parents[2]  # the manifest's paths are relative to its repository root
         entries = manifest_entries(path, only)
-        ids = submit_entries(entries, system_user(), root, write=self.stdout.write)
+        system_user()  # made by the first install; a squatter of its name is refused here
+        ids = submit_entries(entries, root, write=self.stdout.write)
         deadline = time.monotonic() + wait
         while wait and not installed(ids):
             if time.monotonic() > deadline:

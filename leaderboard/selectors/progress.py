@@ -1,0 +1,246 @@
+"""What is still being measured: per category for the board pages while they fill, and for the
+demo's terminal (runs by status, an estimate of the time left from measured run durations, the
+failures with their reasons).
+
+    pending_by_category   open submissions per category: "3 reference probes being measured"
+    runs_progress         runs by status and the estimated time left (``RunsProgress``)
+    failures_public       failed submissions of reference probes, with their reasons
+    pending_axes          per probe version, the axes still being measured: a probe is on the
+                          board once its primary runs are done, while its secondary runs
+                          (transfer, reproduce, steer) wait on the secondary queue; the board
+                          rows, the probe page and the probe API say which are pending and how
+                          far along ("transfer 1/2, steer pending")
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from leaderboard.models import EvaluationRun, Submission
+
+Run = EvaluationRun
+OPEN = (
+    Submission.Status.SUBMITTED,
+    Submission.Status.VALIDATED,
+    Submission.Status.QUEUED,
+    Submission.Status.RUNNING,
+)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Open submissions of one category (public counts only: no names, no submitters)."""
+
+    total: int
+    running: int
+    reference: int
+
+    @property
+    def queued(self) -> int:
+        return self.total - self.running
+
+    def __str__(self) -> str:
+        kind = "reference probe" if self.reference == self.total else "probe"
+        plural = "" if self.total == 1 else "s"
+        verb = "is" if self.total == 1 else "are"
+        return f"{self.total} {kind}{plural} {verb} being measured ({self.running} running, {self.queued} queued)"
+
+
+def pending_by_category() -> dict[str, Pending]:
+    """Category slug → its open submissions (one query)."""
+    rows = (
+        Submission.objects.filter(status__in=OPEN)
+        .values("probe_version__probe__category_id")
+        .annotate(
+            total=Count("pk"),
+            running=Count("pk", filter=Q(status=Submission.Status.RUNNING)),
+            reference=Count("pk", filter=Q(probe_version__probe__is_reference=True)),
+        )
+        .order_by()
+    )
+    return {
+        r["probe_version__probe__category_id"]: Pending(r["total"], r["running"], r["reference"])
+        for r in rows
+    }
+
+
+@dataclass
+class RunsProgress:
+    """Runs by status and the time left, estimated from the measured durations of finished runs.
+
+    ``eta_s`` is None while some kind of run still waiting has no finished run to measure
+    (``unmeasured`` names those kinds): an estimate is only made from measurements.
+    """
+
+    counts: Counter = field(default_factory=Counter)
+    mean_s: dict[str, float] = field(default_factory=dict)
+    eta_s: float | None = None
+    unmeasured: list[str] = field(default_factory=list)
+
+    @property
+    def done(self) -> int:
+        return self.counts[Run.Status.SUCCEEDED]
+
+    def eta_text(self) -> str:
+        if self.counts[Run.Status.QUEUED] + self.counts[Run.Status.RUNNING] == 0:
+            return "none"
+        if self.eta_s is None:
+            return f"unknown (no {', '.join(self.unmeasured)} run has finished yet)"
+        return f"~{max(1, round(self.eta_s / 60))}m"
+
+
+#: how many of a kind's latest finished runs its measured mean duration is taken over
+ETA_SAMPLE_RUNS = 100
+
+
+def run_seconds_measured(*, kinds) -> dict[str, dict[str, float]]:
+    """kind → mean duration (seconds) and count of its latest finished runs; kinds never finished
+    are absent."""
+    out: dict[str, dict[str, float]] = {}
+    for kind in sorted(set(kinds)):
+        spans = (
+            EvaluationRun.objects.filter(
+                kind=kind,
+                status=EvaluationRun.Status.SUCCEEDED,
+                started_at__isnull=False,
+                finished_at__isnull=False,
+            )
+            .order_by("-finished_at")
+            .values_list("started_at", "finished_at")[:ETA_SAMPLE_RUNS]
+        )
+        durations = [max((end - start).total_seconds(), 0.0) for start, end in spans]
+        if durations:
+            out[kind] = {"mean_s": round(sum(durations) / len(durations), 1), "runs": len(durations)}
+    return out
+
+
+def runs_progress(*, workers: int = 1, now=None) -> RunsProgress:
+    """Every run's status, and the time left for ``workers`` workers: the mean measured duration of
+    each kind (its latest finished runs) times its queued runs, plus what is left of the running
+    ones."""
+    now = now or timezone.now()
+    progress = RunsProgress(counts=Counter(dict(Run.objects.values_list("status").annotate(n=Count("pk")))))
+    measured = run_seconds_measured(kinds=Run.Kind.values)
+    progress.mean_s = {kind: m["mean_s"] for kind, m in measured.items()}
+    left = 0.0
+    open_runs = Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).values_list(
+        "kind", "status", "started_at"
+    )
+    unmeasured = set()
+    for kind, status, started in open_runs:
+        mean = progress.mean_s.get(kind)
+        if mean is None:
+            unmeasured.add(kind)
+            continue
+        elapsed = (now - started).total_seconds() if status == Run.Status.RUNNING and started else 0.0
+        left += max(mean - elapsed, 0.0)
+    progress.unmeasured = sorted(unmeasured)
+    progress.eta_s = None if unmeasured else left / max(workers, 1)
+    return progress
+
+
+@dataclass(frozen=True)
+class PublicFailure:
+    id: int
+    probe_name: str
+    probe_slug: str
+    category: str
+    base_model: str
+    version: int
+    reason: str
+    finished_at: object
+
+
+def failures_public() -> list[PublicFailure]:
+    """Failed submissions of reference probes (shipped by the maintainers, so public), newest
+    first, with the reason. A researcher's failed submission stays private to its owner."""
+    rows = (
+        Submission.objects.filter(status=Submission.Status.FAILED, probe_version__probe__is_reference=True)
+        .order_by("-finished_at", "-pk")
+        .values(
+            "pk",
+            "failure_reason",
+            "finished_at",
+            "probe_version__number",
+            "probe_version__probe__name",
+            "probe_version__probe__slug",
+            "probe_version__probe__category__name",
+            "probe_version__probe__base_model_id",
+        )
+    )
+    return [
+        PublicFailure(
+            id=r["pk"],
+            probe_name=r["probe_version__probe__name"],
+            probe_slug=r["probe_version__probe__slug"],
+            category=r["probe_version__probe__category__name"],
+            base_model=r["probe_version__probe__base_model_id"],
+            version=r["probe_version__number"],
+            reason=r["failure_reason"],
+            finished_at=r["finished_at"],
+        )
+        for r in rows
+    ]
+
+
+# --------------------------------------------------------------------------- pending axes
+
+#: the axes shown, in display order: a probe's own runs outside any cycle (the shared reference
+#: runs and the quarterly holdouts are not its axes)
+AXES: tuple[str, ...] = (Run.Kind.SCORE, Run.Kind.TRANSFER, Run.Kind.REPRODUCE, Run.Kind.STEER)
+FINISHED = (Run.Status.SUCCEEDED, Run.Status.FAILED)
+
+
+@dataclass(frozen=True)
+class PendingAxis:
+    axis: str  # the run kind
+    done: int  # its runs finished (succeeded or failed)
+    total: int
+
+    @property
+    def label(self) -> str:
+        """ "transfer 1/2" once some runs finished, "steer pending" before."""
+        return f"{self.axis} {self.done}/{self.total}" if self.done else f"{self.axis} pending"
+
+    def to_dict(self) -> dict:
+        return {"axis": self.axis, "done": self.done, "total": self.total, "label": self.label}
+
+
+def _pending(counts) -> dict:
+    """(key, kind, total, done) rows → {key: [PendingAxis in AXES order]} for unfinished axes."""
+    out: dict = defaultdict(list)
+    for key, kind, total, done in sorted(counts, key=lambda c: (str(c[0]), AXES.index(c[1]))):
+        if done < total:
+            out[key].append(PendingAxis(axis=kind, done=done, total=total))
+    return dict(out)
+
+
+def _counted(runs):
+    return runs.filter(cycle=None, kind__in=AXES).annotate(
+        total=Count("pk"), done=Count("pk", filter=Q(status__in=FINISHED))
+    )
+
+
+def pending_axes(*, version_ids: list[int]) -> dict[int, list[PendingAxis]]:
+    """Probe version id → its axes with runs still queued or running (absent: none)."""
+    rows = _counted(Run.objects.filter(probe_version_id__in=version_ids).values("probe_version_id", "kind"))
+    return _pending((r["probe_version_id"], r["kind"], r["total"], r["done"]) for r in rows)
+
+
+def board_pending_attach(rows) -> None:
+    """Set ``row.pending_axes`` on the board rows shown (one query, by probe slug and version)."""
+    if not rows:
+        return
+    runs = Run.objects.filter(probe_version__probe__slug__in=[r.probe for r in rows]).values(
+        "probe_version__probe__slug", "probe_version__number", "kind"
+    )
+    found = _pending(
+        ((r["probe_version__probe__slug"], r["probe_version__number"]), r["kind"], r["total"], r["done"])
+        for r in _counted(runs)
+    )
+    for row in rows:
+        row.pending_axes = found.get((row.probe, row.version), [])
