@@ -50,3 +50,26 @@ def test_the_committed_manifest_covers_every_category_before_any_second_probe():
     assert leaders == others  # every other category has a reference probe, in board order
     rest = [e["slug"] for e in order[n_ea + len(others) :]]
     assert rest == [e["slug"] for e in entries if e["slug"] in rest]  # manifest order kept
+
+
+def test_the_category_leader_is_the_probe_whose_primary_runs_cost_least():
+    entries = [{"slug": s, "role": ""} for s in ("halu-big", "halu-small", "refusal-a")]
+    categories = {"halu-big": "hallucination", "halu-small": "hallucination", "refusal-a": "refusal"}
+    costs = {"halu-big": 10.0, "halu-small": 2.0, "refusal-a": 5.0}
+    order = [e["slug"] for e in submission_order(entries, categories, costs)]
+    assert order == ["halu-small", "refusal-a", "halu-big"]
+
+
+def test_the_harvest_cost_grows_with_the_splits_read_and_the_model_size():
+    from evaluator.registry import load_registry
+    from leaderboard.management.commands.install_reference_probes import harvest_cost
+
+    registry = load_registry(ROOT)
+    probe = {"category": "refusal", "input": "single", "position": "last_token", "layer": 3}
+    minilm = harvest_cost(probe | {"base_model": "all-minilm-l6-v2", "position": "mean"}, registry)
+    smollm2 = harvest_cost(probe | {"base_model": "smollm2-135m-instruct"}, registry)
+    assert 0 < minilm < smollm2  # the same files, a smaller model
+    halu = {"category": "hallucination", "base_model": "smollm2-135m-instruct", "position": "last_token"}
+    single = harvest_cost(halu | {"input": "single", "layer": 3}, registry)
+    pairs = harvest_cost(halu | {"input": "contrast_pair", "layer": 3}, registry)
+    assert single > 0 and pairs > 0 and pairs != single  # pairs: two prompts a row, fewer tasks

@@ -24,16 +24,19 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluator.registry import CATEGORIES, EVAL_AWARENESS
+from evaluator.applicability import ProbeReads, applicability
+from evaluator.registry import CATEGORIES, EVAL_AWARENESS, Registry, load_registry
 from leaderboard.accounts import SYSTEM_USERNAME
 from leaderboard.errors import ServiceError
 from leaderboard.models import ReferenceUpdate, Submission
+from leaderboard.policy import SCORE_SPLITS
 from leaderboard.selectors.shared import submission_settled
 from leaderboard.services.accounts import system_account_get_or_create
 from leaderboard.services.submissions import reference_probe_submit
@@ -64,19 +67,43 @@ def system_user():
         raise CommandError(exc.message) from None
 
 
-def submission_order(entries: list[dict], categories: dict[str, str]) -> list[dict]:
+def submission_order(
+    entries: list[dict], categories: dict[str, str], costs: Mapping[str, float] | None = None
+) -> list[dict]:
     """The order reference probes are submitted in, so the board shows a measured entry in every
     category early: the eval-awareness reference probes first (every other auroc_ea is computed
-    with them), then the first probe of each other category (board order), then the rest; manifest
-    order otherwise. ``categories``: slug → category (from each probe.json). Pure."""
+    with them), then one probe of each other category (board order): the one whose primary runs
+    cost least (``costs``: slug → :func:`harvest_cost`; without it, the first in the manifest),
+    then the rest in manifest order. ``categories``: slug → category (from each probe.json). Pure."""
+    costs = costs or {}
     ea = [e for e in entries if e.get("role") == EVAL_AWARENESS]
     others = [e for e in entries if e.get("role") != EVAL_AWARENESS]
     first: dict[str, dict] = {}
     for entry in others:
-        first.setdefault(categories[entry["slug"]], entry)
+        category = categories[entry["slug"]]
+        leader = first.get(category)
+        if leader is None or costs.get(entry["slug"], 0.0) < costs.get(leader["slug"], 0.0):
+            first[category] = entry
     leaders = [first[c] for c in CATEGORIES if c in first]
     chosen = {id(e) for e in leaders}
     return ea + leaders + [e for e in others if id(e) not in chosen]
+
+
+def harvest_cost(metadata: dict, registry: Registry) -> float:
+    """A relative estimate of what a probe's primary score runs cost on a cold activation cache: the
+    bytes of every split it is scored on (twice for contrast pairs: two prompts per row) times its
+    base model's per-token work (layers × width²). Only an ordering key; nothing is measured."""
+    model = registry.model(metadata["base_model"])
+    reads = ProbeReads(input=metadata["input"], position=metadata["position"], layer=metadata.get("layer"))
+    per_token = model.n_layers * model.d_model**2
+    total = 0
+    for task in registry.active_tasks(metadata["category"], model=model.id):
+        if not applicability(reads, task, model)[0]:
+            continue
+        for split in SCORE_SPLITS:
+            if split in task.splits_for(model.id):
+                total += registry.split_path(task.id, split, model=model.id).stat().st_size
+    return total * (2 if metadata["input"] == "contrast_pair" else 1) * per_token
 
 
 def submit_entries(entries: list[dict], root: Path, write=print) -> list[int]:
@@ -84,10 +111,11 @@ def submit_entries(entries: list[dict], root: Path, write=print) -> list[int]:
     with the manifest's role, under the system account, in :func:`submission_order`; a file the
     system account already submitted is reused. Returns submission ids, in that order."""
     ids = []
-    categories = {
-        e["slug"]: json.loads((root / e["path"] / "probe.json").read_text())["category"] for e in entries
-    }
-    for entry in submission_order(entries, categories):
+    probe_json = {e["slug"]: json.loads((root / e["path"] / "probe.json").read_text()) for e in entries}
+    categories = {slug: m["category"] for slug, m in probe_json.items()}
+    registry = load_registry(settings.REGISTRY_ROOT)
+    costs = {slug: harvest_cost(m, registry) for slug, m in probe_json.items()}
+    for entry in submission_order(entries, categories, costs):
         directory = root / entry["path"]
         metadata = json.loads((directory / "probe.json").read_text())
         try:
