@@ -106,6 +106,9 @@ class ProbeDetail:
     not_applicable: dict[str, str] = field(default_factory=dict)
     #: its axes still being measured (selectors.progress): [PendingAxis]
     pending_axes: list = field(default_factory=list)
+    #: set by the probe API: every public version's number, and the eval-awareness reference
+    version_numbers: list[int] = field(default_factory=list)
+    ea_reference: dict | None = None
 
     @property
     def ea_not_applicable(self) -> bool:
