@@ -550,7 +550,9 @@ class _StatusLine:
             print("\r" + line.ljust(self.width), end="", file=sys.stderr, flush=True)
             self.width = len(line)
             return
-        runs = detail.get("runs") if isinstance(detail.get("runs"), list) else []
+        runs = detail.get("runs")
+        if not isinstance(runs, list):
+            runs = []
         done = sum(isinstance(r, dict) and r.get("status") in ("succeeded", "failed") for r in runs)
         key = (detail.get("status"), detail.get("queue_position"), len(runs), done)
         if key != self.last_key:
@@ -866,7 +868,7 @@ def protocol_tolerances(registry: Path | None, protocol: str | None) -> tuple[st
         data = yaml.safe_load(path.read_text()) or {}
         block = data.get("tolerances") or data.get("tolerance") or {}
         for key, value in block.items() if isinstance(block, dict) else ():
-            name = {"auroc_abs": "auroc", "ece_abs": "ece"}.get(key, key)
+            name = str({"auroc_abs": "auroc", "ece_abs": "ece"}.get(key, key))
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 tolerances[name] = float(value)
         named = set(block) if isinstance(block, dict) else set()
@@ -968,7 +970,9 @@ def _evaluate_locally(argv: list[str]) -> dict[str, Any]:
 
     args = build_parser().parse_args(["evaluate", *argv])
     _, run = COMMANDS["evaluate"]
-    return run(args)
+    result = run(args)
+    assert isinstance(result, dict)  # the evaluate command returns its result as a dict
+    return result
 
 
 def _evaluate_option_names() -> set[str]:

@@ -26,7 +26,7 @@ CPU_FLAGS: tuple[str, ...] = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
 
 def cpu_info(cpuinfo: str) -> dict[str, Any]:
     """The CPU model and the flags of :data:`CPU_FLAGS` from the text of ``/proc/cpuinfo``."""
-    model, flags = "", set()
+    model, flags = "", set[str]()
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
         key = key.strip()

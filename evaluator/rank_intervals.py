@@ -217,9 +217,9 @@ def _task_resamples(
     )
     ds_groups = _row_groups(
         {
-            e.key: (e.tasks[task_id].distshift_ids, e.tasks[task_id].distshift_labels)
+            e.key: (ds.distshift_ids, ds.distshift_labels)
             for e in on_task
-            if e.tasks[task_id].distshift_ids is not None
+            if (ds := e.tasks[task_id]).distshift_ids is not None and ds.distshift_labels is not None
         },
         seed=seed,
         what=f"task {task_id} distshift",
@@ -242,7 +242,7 @@ def _task_resamples(
                 )
             r = np.array([rows.ea_reference[i] for i in ids], dtype=np.float64)[draws]
             res["auroc_ea"] = _auroc_ea_rows(s, r, m)
-        if e.key in ds_groups:
+        if e.key in ds_groups and rows.distshift_ids is not None:
             ds_ids, ds_m, ds_draws = ds_groups[e.key]
             ds_pos = {i: k for k, i in enumerate(rows.distshift_ids)}
             ds_take = np.array([ds_pos[i] for i in ds_ids])

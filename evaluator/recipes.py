@@ -23,7 +23,7 @@ import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -32,10 +32,21 @@ from evaluator.errors import ArtifactError, EvaluatorError, UnknownNameError
 if TYPE_CHECKING:  # pragma: no cover
     from evaluator.activations import ActivationCache, HarvestConfig, Progress, SplitActivations
     from evaluator.models import LoadedModel
-    from evaluator.probes import ProbeMetadata
     from evaluator.registry import Registry
 
 log = logging.getLogger(__name__)
+
+
+class RecipeProbe(Protocol):
+    """What a recipe must agree with of its probe: a ProbeMetadata, or the fields a server read."""
+
+    @property
+    def layer(self) -> int: ...
+    @property
+    def position(self) -> str: ...
+    @property
+    def input(self) -> str: ...
+
 
 #: Every method with its default hyperparameters (a recipe may override any of them, no others).
 DEFAULT_HYPERPARAMETERS: dict[str, dict[str, Any]] = {
@@ -164,7 +175,7 @@ class Recipe:
 
     @classmethod
     def from_dict(
-        cls, data: dict[str, Any], *, probe: ProbeMetadata | None = None, registry: Registry | None = None
+        cls, data: dict[str, Any], *, probe: RecipeProbe | None = None, registry: Registry | None = None
     ) -> Recipe:
         """Validate a recipe. With ``probe``, missing layer/position/input default to the probe's and
         given ones must match it; with ``registry``, the task and its template must exist."""

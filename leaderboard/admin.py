@@ -303,7 +303,8 @@ class LeakageOpenForm(forms.ModelForm):
         fields = ("probe", "probe_version", "summary", "evidence")
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data  # what ModelForm.clean returns
         version = data.get("probe_version")
         if version is not None and data.get("probe") is not None and version.probe_id != data["probe"].pk:
             self.add_error("probe_version", "this version belongs to another probe")
@@ -328,7 +329,8 @@ class LeakageReviewForm(forms.ModelForm):
         fields = ("summary", "evidence", "public_note")
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data  # what ModelForm.clean returns
         if data.get("decision") == "confirm" and not (data.get("public_note") or "").strip():
             self.add_error("public_note", "confirming a leakage record needs a public note")
         return data

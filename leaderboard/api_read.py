@@ -275,6 +275,7 @@ class LeaderboardApi(PublicReadApi):
         board = _board(_board_query(request))
         paginator = BoardPagination()
         page = paginator.paginate_queryset(board.rows, request, view=self)
+        assert page is not None  # BoardPagination has a default limit: it always pages
         board_details_attach(page)
         data = _board_meta(board) | {
             "count": paginator.count,
@@ -503,7 +504,8 @@ class TaskOutput(serializers.Serializer):
     description = serializers.CharField()
     positive = serializers.CharField()
     negative = serializers.CharField()
-    source = serializers.DictField()
+    # a declared field may share a name with a Field attribute: DRF's metaclass takes it off the class
+    source = serializers.DictField()  # type: ignore[assignment]
     status = serializers.CharField()
     superseded_by = serializers.CharField(source="superseded_by_id", allow_null=True)
     minted = serializers.CharField()
@@ -670,7 +672,7 @@ class LeakageOutput(serializers.Serializer):
     id = serializers.IntegerField()
     probe = serializers.CharField(source="probe.slug")
     version = serializers.IntegerField(source="probe_version.number", default=None, allow_null=True)
-    source = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]  # a field named like Field.source (see TaskOutput)
     rule = serializers.CharField()
     summary = serializers.CharField()
     public_note = serializers.CharField()

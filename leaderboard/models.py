@@ -21,6 +21,9 @@ class Category(models.Model):
     description = models.TextField(blank=True)
     order = models.PositiveSmallIntegerField(default=0)
 
+    #: not stored: set on the categories the API lists (probes with a scored version)
+    n_probes: int
+
     class Meta:
         ordering = ["order"]
         verbose_name_plural = "categories"
@@ -73,6 +76,9 @@ class BaseModel(models.Model):
     package = models.CharField(max_length=120, blank=True)
     package_version = models.CharField(max_length=40, blank=True)
     is_active = models.BooleanField(default=True)
+
+    #: not stored: set by selectors.registry.base_model_list (probes with a scored version)
+    n_probes: int
 
     class Meta:
         ordering = ["slug"]
@@ -311,6 +317,10 @@ class Submission(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    #: not stored: set by selectors.submissions on the submission it details
+    runs_sorted: list[EvaluationRun]
+    scores_sorted: list[Score]
+
     class Meta:
         ordering = ["-created_at"]
         indexes = [
@@ -351,6 +361,10 @@ class ReevaluationCycle(models.Model):
     error = models.TextField(blank=True)
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    #: not stored: set by selectors.cycles (public results by outcome; runs total/done/failed)
+    outcome_counts: dict[str, int]
+    progress: dict[str, int]
 
     class Meta:
         ordering = ["-quarter"]

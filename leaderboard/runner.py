@@ -309,6 +309,7 @@ def _holdout(run: EvaluationRun, progress: Progress) -> RunOutcome:
     """Score the probe on the cycle's minted holdout (the file is re-hashed against the cycle)."""
     from evaluator.evaluate import execute_run
 
+    assert run.cycle is not None  # a holdout run belongs to a cycle
     # an on-policy task's holdout is per base model: the probe's own model's
     holdout = run.cycle.holdout_for(run.task_id, run.base_model_id)
     if holdout is None:

@@ -10,7 +10,7 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -104,7 +104,7 @@ class CleanMetadata:
         return document
 
 
-def _fail(field_name: str, message: str):
+def _fail(field_name: str, message: str) -> NoReturn:
     raise ValidationFailed(f"{field_name}: {message}", field=field_name)
 
 
@@ -193,9 +193,9 @@ def metadata_validate(metadata: Any, *, recipe: Any = None) -> CleanMetadata:
     if not 0 <= layer <= base_model.n_layers:
         _fail("layer", f"{layer} is out of range for {base_model.slug}: accepted 0..{base_model.n_layers}")
 
-    for key, accepted in (("position", POSITIONS), ("input", INPUTS), ("output", OUTPUTS)):
-        if metadata[key] not in accepted:
-            _fail(key, f"{metadata[key]!r} is not accepted; accepted: {', '.join(accepted)}")
+    for key, allowed in (("position", POSITIONS), ("input", INPUTS), ("output", OUTPUTS)):
+        if metadata[key] not in allowed:
+            _fail(key, f"{metadata[key]!r} is not accepted; accepted: {', '.join(allowed)}")
 
     license_ = License.objects.filter(spdx_id=metadata["license"]).first()
     if license_ is None:

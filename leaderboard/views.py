@@ -7,6 +7,7 @@ JavaScript: sorting, filters and the spec switch are plain links and GET forms.
 from __future__ import annotations
 
 from functools import wraps
+from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -88,7 +89,9 @@ def _sort_headers(board: Board, params) -> list[dict]:
     (presentation.COLUMN_HELP, also on the methodology page) and, for a column whose entries all
     show the same value, a note saying so."""
     q = board.query
-    columns = [{"key": "score", "label": "ProbeScore", "short": "ProbeScore", "weight": None}]
+    columns: list[dict[str, Any]] = [
+        {"key": "score", "label": "ProbeScore", "short": "ProbeScore", "weight": None}
+    ]
     if q.measured_only:
         columns[0] |= {"key": "measured", "label": "Measured-only score", "short": "Measured"}
     columns += [
@@ -188,9 +191,8 @@ def category(request, slug):
 
 def _history_points(history) -> list[dict]:
     """One point per quarter: the result of the newest version evaluated in that cycle."""
-    by_quarter: dict[str, object] = {}
-    for result in history:
-        by_quarter[result.cycle.quarter] = result  # history is ordered by quarter, then version
+    # history is ordered by quarter, then version: the newest version's result is the last one
+    by_quarter = {result.cycle.quarter: result for result in history}
     return [
         {
             "quarter": q,

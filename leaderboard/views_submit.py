@@ -19,7 +19,11 @@ from leaderboard.services.tokens import api_token_create, api_token_revoke
 from probebench.security import form_throttled
 
 # form field that shows a service error about a metadata key
-FIELD_FOR = {"training_data": "training_tasks", "declared_metrics": "declared_auroc", "metadata": None}
+FIELD_FOR: dict[str | None, str | None] = {
+    "training_data": "training_tasks",
+    "declared_metrics": "declared_auroc",
+    "metadata": None,
+}
 
 
 @require_http_methods(["GET", "POST"])

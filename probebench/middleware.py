@@ -15,7 +15,7 @@ from probebench.uploads import UploadTooLarge
 
 def _refusal(request, message: str, *, field: str | None, status: int) -> HttpResponse:
     if request.path.startswith("/api/"):
-        response = JsonResponse({"error": message, "field": field}, status=status)
+        response: HttpResponse = JsonResponse({"error": message, "field": field}, status=status)
     else:
         response = HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
     # answered before the rest of the stack (CommonMiddleware sets it there): a client that is

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any, overload
 
 import dj_database_url
 from csp.constants import NONE, SELF
@@ -19,6 +20,10 @@ from django.core.exceptions import ImproperlyConfigured
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
+@overload
+def env(name: str, default: str) -> str: ...
+@overload
+def env(name: str, default: None = None) -> str | None: ...
 def env(name: str, default: str | None = None) -> str | None:
     """A setting from the environment, or from the file named by NAME_FILE (for secrets)."""
     file_name = os.environ.get(f"{name}_FILE")
@@ -166,7 +171,9 @@ DATABASE_URL = env("DATABASE_URL")
 if DATABASE_URL:
     if not DATABASE_URL.startswith(("postgres://", "postgresql://")):
         raise ImproperlyConfigured(f"DATABASE_URL must be a postgresql:// URL, got {DATABASE_URL!r}")
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+    DATABASES: dict[str, Any] = {
+        "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+    }
 else:
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
@@ -192,7 +199,7 @@ if REDIS_URL:
     if not REDIS_URL.startswith(("redis://", "rediss://")):
         raise ImproperlyConfigured(f"REDIS_URL must be a redis:// URL, got {REDIS_URL!r}")
     CELERY_BROKER_URL = REDIS_URL
-    CELERY_RESULT_BACKEND = REDIS_URL
+    CELERY_RESULT_BACKEND: str | None = REDIS_URL
     # a worker takes the next message from the first non-empty queue of its -Q list (primary
     # runs before secondary ones; probebench/celery.py), not from the queues in turn
     CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": 3600, "queue_order_strategy": "priority"}
@@ -293,7 +300,9 @@ SPECTACULAR_SETTINGS = {
 #: files under the data directory, with the throttles' read-count-write under a file lock
 #: (``probebench.throttling``). The login lockout (django-axes) counts in the database.
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES: dict[str, dict[str, Any]] = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    }
     THROTTLE_LOCK_FILE: Path | None = None
 else:
     CACHES = {

@@ -55,9 +55,9 @@ class SizeLimitUploadHandler(FileUploadHandler):
     def new_file(self, field_name, *args, **kwargs):
         # called before the next handlers' new_file: what they hold now is the previous, completed file
         self.completed += [
-            handler.file
+            file
             for handler in self._others()
-            if isinstance(getattr(handler, "file", None), TemporaryUploadedFile)
+            if isinstance(file := getattr(handler, "file", None), TemporaryUploadedFile)
         ]
         super().new_file(field_name, *args, **kwargs)
         self.limit = upload_limit_for(field_name)

@@ -82,7 +82,8 @@ def greedy_generate(
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    net = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32).to(dev).eval()
+    # transformers decorates PreTrainedModel.to with functools.wraps, whose stub does not bind self
+    net = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32).to(dev).eval()  # type: ignore[arg-type]
     lengths = {key: len(tok(prompt).input_ids) for key, prompt in items}
     ordered = sorted(items, key=lambda kp: (lengths[kp[0]], kp[0]))
     out: dict[str, str] = {}
@@ -100,6 +101,6 @@ def greedy_generate(
             )
         width = enc.input_ids.shape[1]
         for (key, _), seq in zip(batch, gen, strict=True):
-            out[key] = tok.decode(seq[width:], skip_special_tokens=True)
+            out[key] = str(tok.decode(seq[width:], skip_special_tokens=True))  # one sequence: one str
         log.info("%s: generated %d/%d (%.0fs)", model_id, len(out), len(ordered), time.perf_counter() - start)
     return out

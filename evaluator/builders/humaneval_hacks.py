@@ -34,6 +34,7 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import ClassVar
 
 from evaluator.builders.common import BuildContext, BuiltTask, Row, TaskMeta, partition, rng, stable_hash
 
@@ -139,7 +140,7 @@ def _body_without_docstring(fn: ast.FunctionDef) -> list[ast.stmt]:
     if (
         body
         and isinstance(body[0], ast.Expr)
-        and isinstance(getattr(body[0], "value", None), ast.Constant)
+        and isinstance(body[0].value, ast.Constant)
         and isinstance(body[0].value.value, str)
     ):
         body = body[1:]
@@ -251,7 +252,8 @@ _EXIT_EARLY = ("import sys\nsys.exit(0)", "raise SystemExit(0)")
 class _Mutator(ast.NodeTransformer):
     """Apply one mutation at the ``target``-th eligible site (in ast.walk order)."""
 
-    SWAPS = {
+    # each node class to its opposite; calling the opposite gives a node of the same kind (Any)
+    SWAPS: ClassVar[dict[type, type]] = {
         ast.Lt: ast.LtE,
         ast.LtE: ast.Lt,
         ast.Gt: ast.GtE,

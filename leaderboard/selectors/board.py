@@ -6,12 +6,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from django.core.cache import cache
 from django.db.models import (
+    Aggregate,
     BooleanField,
     Count,
     Exists,
@@ -25,6 +27,7 @@ from django.db.models import (
     OuterRef,
     Prefetch,
     Q,
+    QuerySet,
     Subquery,
     TextField,
     Value,
@@ -262,7 +265,7 @@ class Board:
     compare: WeightsSpec | None
     query: BoardQuery
     category: Category | None
-    rows: list[BoardRow]
+    rows: Sequence[BoardRow]  # a list, or RankedRows (ranked in the database, read by the page)
     #: entries before the text search (the search finds, it does not re-rank)
     ranked_count: int
 
@@ -350,7 +353,7 @@ class JsonPaths(Func):
 
     output_field = TextField()
 
-    def __init__(self, column: str, paths: list[tuple[str, ...]], *, large: bool = False):
+    def __init__(self, column: str, paths: Sequence[tuple[str, ...]], *, large: bool = False):
         self.paths = [tuple(p) for p in paths]
         self.large = large  # PostgreSQL: the document is big enough to be stored compressed
         super().__init__(F(column))
@@ -362,7 +365,9 @@ class JsonPaths(Func):
             paths.append(paths[0])
         return f"JSON_EXTRACT({column}, {', '.join(['%s'] * len(paths))})", (*params, *paths)
 
-    def as_sql(self, compiler, connection, **extra):  # PostgreSQL
+    def as_sql(
+        self, compiler, connection, function=None, template=None, arg_joiner=None, **extra
+    ):  # PostgreSQL
         column, params = compiler.compile(self.source_expressions[0])
         paths = [list(p) for p in self.paths]
         if not self.large:
@@ -407,7 +412,9 @@ def board_rows(
     :func:`board_details_attach`: decoding every row's JSON would dominate the page.
     """
     values = values or query.measured_only or query.sort in (*COMPONENTS, "measured")
-    qs = ProbeVersion.objects.filter(board_filters(query), submission__status=SCORED)
+    qs: QuerySet[ProbeVersion, Any] = ProbeVersion.objects.filter(
+        board_filters(query), submission__status=SCORED
+    )
     if slugs is not None:
         qs = qs.filter(probe__slug__in=slugs)
     leakage = LeakageRecord.objects.filter(
@@ -456,7 +463,7 @@ def board_rows(
             license_contribution = numbers[2 * n]
         else:
             (component_values, imputed), license_contribution = unknown, v[-1]
-        row = BoardRow(
+        fields = (
             *v[:11],
             v[11] == deprecated,
             *v[12:16],
@@ -465,6 +472,7 @@ def board_rows(
             float(license_contribution or 0.0),
             weights,
         )
+        row = BoardRow(*fields)
         if v[16] not in (None, "null"):
             row.recall = float(v[16])
         rows.append(row)
@@ -482,7 +490,7 @@ def board_authors_attach(rows: list[BoardRow]) -> None:
         by_id[pk].declared_gaps = gaps or {}
 
 
-def board_details_attach(rows: list[BoardRow]) -> None:
+def board_details_attach(rows: Iterable[BoardRow]) -> None:
     """Everything the shown rows display beyond the ranking: full components, measurements,
     authors, declared gaps and the AUROC interval (at most three queries)."""
     rows = [r for r in rows if r.computed_at is None]
@@ -560,7 +568,7 @@ def board_intervals_attach(rows: list[BoardRow]) -> None:
 # --------------------------------------------------------------------------- ranked in the database
 
 
-class RankedRows(Sequence):
+class RankedRows(Sequence[BoardRow]):
     """A board ranked in the database: ``len()`` counts the entries, a slice fetches one page.
 
     Each page is one query: the entries (the latest public version of each probe with a Score
@@ -596,8 +604,10 @@ class RankedRows(Sequence):
     def __len__(self) -> int:
         return sum(self.counts())
 
-    def count(self) -> int:  # what Django's Paginator and DRF's pagination ask first
-        return len(self)
+    def count(self, *value: object) -> int:
+        """With no argument, the number of rows (what Django's Paginator and DRF's pagination ask
+        first); with one, the sequence's count of that value."""
+        return super().count(*value) if value else len(self)
 
     # -- pages
     def __getitem__(self, index):
@@ -701,7 +711,7 @@ class RankedRows(Sequence):
         unknown = ((None,) * n, (False,) * n)
         rows = []
         for v in page:
-            row = BoardRow(
+            fields = (
                 *v[:11],
                 v[11] == Probe.Status.DEPRECATED,
                 *v[12:16],
@@ -709,6 +719,7 @@ class RankedRows(Sequence):
                 float(v[16] or 0.0),
                 self.spec.weights,
             )
+            row = BoardRow(*fields)
             row.rank = None if row.deprecated else v[18]
             if v[17] not in (None, "null"):
                 row.recall = float(v[17])
@@ -743,11 +754,11 @@ def board_cached(key: str, compute):
     return found
 
 
-def _component_value(name: str):
+def _component_value(name: str) -> Func:
     return Cast(KeyTextTransform("value", KeyTransform(name, "components")), FloatField())
 
 
-_SORT_EXPRESSIONS = {
+_SORT_EXPRESSIONS: dict[str, Callable[[], F | Func]] = {
     "name": lambda: Lower("probe_version__probe__name"),
     "model": lambda: F("probe_version__probe__base_model_id"),
     "recall": lambda: Cast(KeyTextTransform(RECALL_KEY, "measurements"), FloatField()),
@@ -774,7 +785,7 @@ def board_flat_columns(board: Board) -> dict[str, dict]:
         return {}
     keys = [k for k in FLAT_COLUMNS if not (k == "auroc_ea" and board.query.category == EVAL_AWARENESS)]
     expressions = {k: _SORT_EXPRESSIONS[k]() if k in _SORT_EXPRESSIONS else _component_value(k) for k in keys}
-    aggregates = {}
+    aggregates: dict[str, Aggregate] = {}
     for k, expression in expressions.items():
         aggregates |= {f"{k}__lo": Min(expression), f"{k}__hi": Max(expression), f"{k}__n": Count(expression)}
         if k in COMPONENTS:

@@ -117,6 +117,7 @@ def _paired(a: CompareSide, b: CompareSide, tasks: list[str]) -> dict[str, dict]
     """task → rows_compare(...) for the tasks both probes were measured on (cached per Score pair)."""
     if not tasks:
         return {}
+    assert a.score is not None and b.score is not None  # only scored sides are paired
     key = "compare:{}:{}:{}:{}:{}".format(
         a.score.pk,
         a.score.computed_at.timestamp(),
@@ -145,9 +146,9 @@ def probes_compare(*, a: str | None, b: str | None, spec: str | None = None) -> 
     """Compare the newest public versions of probes ``a`` and ``b`` under weights spec ``spec``.
     Raises CompareQueryError (400: a parameter missing or naming the same probe twice; 404: no
     such public probe) or BoardQueryError (an unknown spec)."""
-    for param, value in (("a", a), ("b", b)):
-        if not value:
-            raise CompareQueryError(f"name two probes: ?a=SLUG&b=SLUG ({param} is missing)", param=param)
+    if not a or not b:
+        param = "a" if not a else "b"
+        raise CompareQueryError(f"name two probes: ?a=SLUG&b=SLUG ({param} is missing)", param=param)
     if a == b:
         raise CompareQueryError("a and b name the same probe", param="b")
     specs = weights_spec_list()

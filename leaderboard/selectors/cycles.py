@@ -28,7 +28,7 @@ def reevaluation_list() -> list[ReevaluationCycle]:
         outcome: Count("results", filter=public & Q(results__outcome=outcome))
         for outcome in CycleResult.Outcome.values
     }
-    cycles = list(
+    cycles: list[ReevaluationCycle] = list(
         ReevaluationCycle.objects.annotate(
             n_results=Count("results", filter=public), **{f"n_{k}": v for k, v in counts.items()}
         ).order_by("-quarter")

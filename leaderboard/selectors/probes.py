@@ -49,7 +49,9 @@ def task_result_normalize(raw: dict) -> dict:
     (``roc_points``, ``auroc_ea_status``, ``random_direction_auroc``, ``lift_over_random``...).
     """
     raw = raw or {}
-    metrics = raw.get("metrics") if isinstance(raw.get("metrics"), dict) else raw
+    metrics = raw.get("metrics")
+    if not isinstance(metrics, dict):
+        metrics = raw
     base_raw = raw.get("baselines") or {}
     baselines = {
         "random_direction": _number(base_raw.get("random_direction", base_raw.get("random_direction_auroc"))),
@@ -104,6 +106,9 @@ class ProbeDetail:
     not_applicable: dict[str, str] = field(default_factory=dict)
     #: its axes still being measured (selectors.progress): [PendingAxis]
     pending_axes: list = field(default_factory=list)
+    #: set by the probe API: every public version's number, and the eval-awareness reference
+    version_numbers: list[int] = field(default_factory=list)
+    ea_reference: dict | None = None
 
     @property
     def ea_not_applicable(self) -> bool:
@@ -205,7 +210,7 @@ def probe_detail(*, slug: str, spec: str | None = None, version: int | None = No
                 "declared": declared_value,
                 "measured": measured if not isinstance(measured, dict) else None,
                 "gap": gap.get("gap") if gap else None,
-                "flagged": bool(gap) and bool(gap.get("flagged", True)),
+                "flagged": bool(gap and gap.get("flagged", True)),
             }
         )
     return ProbeDetail(

@@ -112,7 +112,11 @@ def run_seconds_measured(*, kinds) -> dict[str, dict[str, float]]:
             .order_by("-finished_at")
             .values_list("started_at", "finished_at")[:ETA_SAMPLE_RUNS]
         )
-        durations = [max((end - start).total_seconds(), 0.0) for start, end in spans]
+        durations = [
+            max((end - start).total_seconds(), 0.0)
+            for start, end in spans
+            if start is not None and end is not None  # filtered above; the columns are nullable
+        ]
         if durations:
             out[kind] = {"mean_s": round(sum(durations) / len(durations), 1), "runs": len(durations)}
     return out

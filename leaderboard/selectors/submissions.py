@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Prefetch, Q
+from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from leaderboard.models import EvaluationRun, Submission
@@ -167,7 +167,7 @@ def submission_detail_get(*, pk: int, user) -> Submission | None:
     return sub
 
 
-def submissions_for_user(*, user, probe: str | None = None):
+def submissions_for_user(*, user, probe: str | None = None) -> QuerySet[Submission]:
     """The user's submissions, newest first; with ``probe``, only that probe's (its slug)."""
     qs = Submission.objects.filter(submitter=user)
     if probe:

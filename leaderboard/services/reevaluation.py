@@ -449,12 +449,11 @@ def _supersessions_apply(cycle: ReevaluationCycle) -> list[dict[str, str]]:
     ran side by side with its successor in this cycle is superseded now."""
     done = []
     for old in Task.objects.filter(status=Task.Status.ACTIVE, superseded_by__isnull=False).order_by("slug"):
-        if old.slug in cycle.holdouts and old.superseded_by_id in cycle.holdouts:
+        successor = old.superseded_by_id  # never None: filtered above
+        if old.slug in cycle.holdouts and successor is not None and successor in cycle.holdouts:
             old.status = Task.Status.SUPERSEDED
             old.save(update_fields=["status"])
-            done.append(
-                {"task": old.slug, "superseded_by": old.superseded_by_id, "category": old.category_id}
-            )
+            done.append({"task": old.slug, "superseded_by": successor, "category": old.category_id})
     return done
 
 

@@ -296,6 +296,7 @@ def submission_score(*, submission: Submission, runs: list[EvaluationRun], first
     has finished and the Score is recomputed (the stability count is not reset then)."""
     version = submission.probe_version
     spec = WeightsSpec.objects.order_by("-version").first()
+    assert spec is not None  # the registry (and its weights specs) is loaded before any run
     reference = {
         r.task_id: r for r in runs if r.kind == Run.Kind.REFERENCE and r.status == Run.Status.SUCCEEDED
     }

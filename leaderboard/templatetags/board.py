@@ -115,7 +115,7 @@ _INLINE = [
 
 
 def _inline(text: str) -> str:
-    out = escape(text)
+    out: str = escape(text)
     for pattern, repl in _INLINE:
         out = pattern.sub(repl, out)
     return out
