@@ -39,7 +39,9 @@ def test_the_walk_finds_the_modules_of_every_package():
 def test_architecture_names_every_module():
     text = ARCHITECTURE.read_text()
     missing = [path for path in modules() if f"`{path}`" not in text]
-    assert not missing, f"docs/ARCHITECTURE.md does not name these modules (add a line under 'Every module'): {missing}"
+    assert not missing, (
+        f"docs/ARCHITECTURE.md does not name these modules (add a line under 'Every module'): {missing}"
+    )
 
 
 def test_architecture_names_no_module_that_is_gone():

@@ -21,25 +21,25 @@ def _is_os_environ(node: ast.AST) -> bool:
     )
 
 
+def _reads_a_variable(func: ast.AST) -> bool:
+    """``env`` and its typed siblings, ``os.environ.get``, ``os.getenv``."""
+    if isinstance(func, ast.Name):
+        return func.id in READERS
+    if not isinstance(func, ast.Attribute):
+        return False
+    if func.attr == "get":
+        return _is_os_environ(func.value)
+    return func.attr == "getenv" and isinstance(func.value, ast.Name) and func.value.id == "os"
+
+
 def variables_read(source: str) -> set[str]:
     """The names of the variables a module reads: ``env("X")`` and its typed siblings,
     ``os.environ.get("X")``, ``os.environ["X"]``, ``os.getenv("X")`` (constant names only)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         first = None
-        if isinstance(node, ast.Call) and node.args:
-            func = node.func
-            if isinstance(func, ast.Name) and func.id in READERS:
-                first = node.args[0]
-            elif isinstance(func, ast.Attribute) and func.attr == "get" and _is_os_environ(func.value):
-                first = node.args[0]
-            elif (
-                isinstance(func, ast.Attribute)
-                and func.attr == "getenv"
-                and isinstance(func.value, ast.Name)
-                and func.value.id == "os"
-            ):
-                first = node.args[0]
+        if isinstance(node, ast.Call) and node.args and _reads_a_variable(node.func):
+            first = node.args[0]
         elif isinstance(node, ast.Subscript) and _is_os_environ(node.value):
             first = node.slice
         if isinstance(first, ast.Constant) and isinstance(first.value, str):
@@ -92,7 +92,11 @@ def environ_uses(path: Path) -> list[tuple[str | None, int]]:
             for alias in node.names:
                 if alias.name in ("environ", "getenv", "environb", "getenvb"):
                     uses.append((None, node.lineno))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _is_os_environ(node.func.value):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and _is_os_environ(node.func.value)
+        ):
             handled.add(id(node.func.value))
             first = node.args[0] if node.args else None
             key = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None

@@ -21,7 +21,16 @@ OUTSIDE_DOCUMENTS = re.compile(
 ISSUE_NUMBER = re.compile(r"\bissues?" + r"(?:\s*#\s*|\s+|/)\d+", re.IGNORECASE)
 
 #: Folders never checked: version control, the environment, what the site writes.
-SKIPPED_DIRS = {".git", ".venv", "var", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
+SKIPPED_DIRS = {
+    ".git",
+    ".venv",
+    "var",
+    "node_modules",
+    "__pycache__",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+}
 #: The project's history: the changelog, the benchmark log and the results log record which issue
 #: each entry came from (their headings name it), so issue numbers are allowed there, and only
 #: there. A document outside the repository is cited in none of them either.
@@ -84,7 +93,13 @@ def test_the_patterns_catch_what_they_are_for():
     assert not citations("## Evaluator (issue" + " 3)", history=True)
     assert citations("as " + "SPEC" + ".md says", history=True)
     # ordinary words are not citations
-    for line in ("the shared reference runs", "docs/METHODOLOGY.md", "no issue here", "RESULTS.md §4", "tissue 3"):
+    for line in (
+        "the shared reference runs",
+        "docs/METHODOLOGY.md",
+        "no issue here",
+        "RESULTS.md §4",
+        "tissue 3",
+    ):
         assert not citations(line, history=False), line
 
 
