@@ -2,6 +2,7 @@
 site's packages read the environment nowhere else (they read ``django.conf.settings``)."""
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,6 +65,22 @@ def test_every_variable_the_settings_read_is_documented():
     documented = CONFIGURATION.read_text()
     missing = sorted(name for name in names if f"`{name}`" not in documented)
     assert not missing, f"read in probebench/settings.py, not documented in docs/CONFIGURATION.md: {missing}"
+
+
+def test_every_setting_of_ours_the_code_reads_is_documented():
+    """``settings.NAME`` read in leaderboard/ or probebench/, when NAME is not one of Django's own
+    settings, is one of ours and has its row in docs/CONFIGURATION.md."""
+    from django.conf import global_settings
+
+    read: set[str] = set()
+    for package in ("leaderboard", "probebench"):
+        for path in (ROOT / package).rglob("*.py"):
+            read |= set(re.findall(r"(?<![\w.])settings\.([A-Z][A-Z0-9_]*)", path.read_text()))
+    assert {"RUN_SOFT_LIMIT_S", "REGISTRY_ROOT"} <= read  # the search finds the settings the code reads
+    ours = sorted(name for name in read if not hasattr(global_settings, name))
+    documented = CONFIGURATION.read_text()
+    missing = [name for name in ours if f"`{name}`" not in documented]
+    assert not missing, f"settings read by the code, not documented in docs/CONFIGURATION.md: {missing}"
 
 
 # --------------------------------------------------------------------------- read only in settings
