@@ -5,6 +5,12 @@ methodology page explains. No database access; selectors and views import it, te
 from __future__ import annotations
 
 import math
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from django.utils.safestring import SafeString, mark_safe
+from markdown_it import MarkdownIt
 
 from evaluator.measure import DECLARED_GAP
 from evaluator.metrics import ECE_BINS
@@ -272,3 +278,40 @@ def flat_column_note(key: str, *, value: float, n: int, weight: float | None, im
         "; imputed for every entry" if imputed == n else (f"; {imputed} of them imputed" if imputed else "")
     )
     return f"all {n} entries equal ({value:.3f}{which}): this column does not separate them; {effect}"
+
+
+# --------------------------------------------------------------------------- the methodology in prose
+
+#: The methodology in prose, in the repository: the methodology page renders it above the numbers
+#: in force (weights, tolerances, policy numbers), which it takes from the registry and the code.
+METHODOLOGY_PATH = Path(__file__).resolve().parent.parent / "docs" / "METHODOLOGY.md"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def markdown_html(text: str, *, drop_title: bool = False, id_prefix: str = "m-") -> str:
+    """Markdown (CommonMark with tables) as HTML. Raw HTML in the text is escaped, never passed
+    through (``html`` off), and markdown-it refuses unsafe link schemes (``javascript:``). Each
+    heading gets the id ``<id_prefix><slug of its text>``; ``drop_title`` leaves out a leading
+    level-1 heading (the page has its own)."""
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    tokens = md.parse(text)
+    if drop_title and len(tokens) >= 3 and tokens[0].type == "heading_open" and tokens[0].tag == "h1":
+        tokens = tokens[3:]
+    for i, token in enumerate(tokens):
+        if token.type == "heading_open":
+            token.attrSet("id", id_prefix + _slug(tokens[i + 1].content))
+    return md.renderer.render(tokens, md.options, {})
+
+
+@lru_cache(maxsize=1)
+def _methodology_html(path: Path, mtime_ns: int) -> str:
+    return markdown_html(path.read_text(encoding="utf-8"), drop_title=True)
+
+
+def methodology_html() -> SafeString:
+    """docs/METHODOLOGY.md as HTML, safe to insert as it is: markdown-it escaped any raw HTML in
+    it (rendered again when the file changes)."""
+    return mark_safe(_methodology_html(METHODOLOGY_PATH, METHODOLOGY_PATH.stat().st_mtime_ns))  # noqa: S308

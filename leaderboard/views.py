@@ -26,6 +26,7 @@ from leaderboard.presentation import (
     POLICY,
     column_tooltip,
     flat_column_note,
+    methodology_html,
 )
 from leaderboard.selectors import cycles, registry
 from leaderboard.selectors.board import (
@@ -333,6 +334,8 @@ def model(request, slug):
 def methodology(request):
     columns = [{"key": key, **help} for key, help in COLUMN_HELP.items()]
     context = registry.methodology() | {
+        # the prose (docs/METHODOLOGY.md; raw HTML in it is escaped), above the numbers in force
+        "methodology_text": methodology_html(),
         "uncertainty": uncertainty_method(),
         "columns": columns,
         "flat_rule": FLAT_RULE,

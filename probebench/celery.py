@@ -26,6 +26,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "probebench.settings")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 app = Celery("probebench")
+# the CELERY_* settings (probebench/settings.py, where the environment is read: the beat schedule,
+# the time a new pool process has to start) and the fixed choices below
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.update(
     task_serializer="json",
@@ -39,18 +41,9 @@ app.conf.update(
     # A hard limit kills a stuck evaluation; the reconciler re-queues it.
     task_time_limit=60 * 60,
     task_soft_time_limit=55 * 60,
-    # a new pool process imports the model libraries before it reports ready
-    # (leaderboard.tasks.model_libraries_import_at_start): seconds, a minute on a busy machine
-    worker_proc_alive_timeout=float(os.environ.get("PROBEBENCH_WORKER_START_TIMEOUT_S", "300")),
     worker_prefetch_multiplier=1,  # long tasks: don't hoard messages a sibling could run
     task_reject_on_worker_lost=True,
     broker_connection_retry_on_startup=True,
     result_expires=24 * 3600,
-    beat_schedule={
-        "reconcile-runs": {
-            "task": "leaderboard.tasks.evaluation_runs_reconcile_task",
-            "schedule": float(os.environ.get("PROBEBENCH_RECONCILE_EVERY_S", "60")),
-        },
-    },
 )
 app.autodiscover_tasks()

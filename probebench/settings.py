@@ -227,6 +227,17 @@ RUN_HEARTBEAT_TIMEOUT_S = envint("PROBEBENCH_HEARTBEAT_TIMEOUT_S", "300", minimu
 #: A queued run not started after this long is re-published to the broker (lost message).
 RUN_REQUEUE_AFTER_S = envint("PROBEBENCH_REQUEUE_AFTER_S", "600", minimum=10)
 RECONCILE_EVERY_S = envint("PROBEBENCH_RECONCILE_EVERY_S", "60", minimum=5)
+#: Celery beat runs the reconciler every RECONCILE_EVERY_S seconds (probebench/celery.py reads the
+#: CELERY_* settings; the environment is read here only).
+CELERY_BEAT_SCHEDULE = {
+    "reconcile-runs": {
+        "task": "leaderboard.tasks.evaluation_runs_reconcile_task",
+        "schedule": float(RECONCILE_EVERY_S),
+    },
+}
+#: Seconds Celery waits for a new pool process to report ready: each imports the model libraries
+#: when it starts (leaderboard.tasks.model_libraries_import_at_start), a minute on a busy machine.
+CELERY_WORKER_PROC_ALIVE_TIMEOUT = float(envint("PROBEBENCH_WORKER_START_TIMEOUT_S", "300", minimum=1))
 #: The time budget of one evaluation run: past the soft limit the run fails with that reason (no
 #: retry); the hard limit (a little later) kills a worker stuck in native code.
 RUN_SOFT_LIMIT_S = envint("PROBEBENCH_RUN_SOFT_LIMIT_S", "3600", minimum=10)

@@ -70,7 +70,7 @@ def _tasks_yaml(tmp_path: Path, readout: dict) -> Path:
 def test_every_task_declares_a_readout_or_says_why_not(registry):
     for task in registry.tasks.values():
         if getattr(task, "on_policy", False):
-            continue  # on-policy tasks are another issue's; they declare no readout yet
+            continue  # on-policy tasks declare no readout yet
         assert task.readout is not None or task.readout_reason, task.id
     assert registry.task("prompted-sandbagging-v1").readout is None
     assert "answer key" in registry.task("prompted-sandbagging-v1").readout_reason
