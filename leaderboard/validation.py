@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator
 
+from evaluator.applicability import INPUTS, OUTPUTS, POSITIONS
 from evaluator.errors import ArtifactError, EvaluatorError
 from evaluator.recipes import METHODS, Recipe
 from evaluator.registry import SPLIT_NAMES
@@ -23,9 +24,6 @@ from evaluator.strict_json import JsonRejected, json_loads_strict
 from leaderboard.errors import ValidationFailed
 from leaderboard.models import BaseModel, Category, License, Probe, ProbeVersion, Task
 
-POSITIONS = ("last_token", "mean")
-INPUTS = ("single", "contrast_pair")
-OUTPUTS = ("logit", "probability")
 RECIPE_METHODS = METHODS
 KNOWN_FIELDS = {
     "name",
