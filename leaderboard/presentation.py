@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from evaluator.measure import DECLARED_GAP
+from evaluator.metric_table import DECLARED_GAP
 from evaluator.metrics import ECE_BINS
 from evaluator.registry import MAX_COMPONENT_WEIGHT
 from evaluator.scoring import ECE_RANGE, LATENCY_RANGE_MS, RHO_RANGE
