@@ -644,7 +644,9 @@ def measure_split(
         out.baselines = baselines(train, acts, probe_auroc=probe_auroc)
         if latency:
             progress(0.9, "latency")
-            prompt = median_length_prompt(setup.registry, task_id, probe.metadata.input, model=probe.base_model)
+            prompt = median_length_prompt(
+                setup.registry, task_id, probe.metadata.input, model=probe.base_model
+            )
             reps = {} if latency_reps is None else {"reps": latency_reps}
             out.latency = measure_latency(probe, lm, prompt=prompt, **reps)
         progress(1.0, "scored")
