@@ -97,7 +97,8 @@ class TaskRecord:
         """A stored task result, in the stored spelling or the evaluator's (see the module);
         a missing number reads as None."""
         raw = raw or {}
-        metrics = raw.get("metrics") if isinstance(raw.get("metrics"), Mapping) else raw
+        nested = raw.get("metrics")
+        metrics: Mapping[str, Any] = nested if isinstance(nested, Mapping) else raw
         ea_status = metrics.get("auroc_ea_status")
         if ea_status is None:
             if metrics.get("auroc_ea_imputed"):
@@ -105,25 +106,27 @@ class TaskRecord:
             else:
                 ea_status = "measured" if _number(metrics.get("auroc_ea")) is not None else "n/a"
         roc = metrics.get("roc", metrics.get("roc_points")) or []
-        tm = TaskMetrics(
-            task_id=str(metrics.get("task_id") or raw.get("task_id") or task_id),
-            n_test=metrics.get("n_test"),  # type: ignore[arg-type]
-            auroc=_number(metrics.get("auroc")),  # type: ignore[arg-type]
-            auroc_ci=_pair(metrics.get("auroc_ci")),  # type: ignore[arg-type]
-            auroc_ea=_number(metrics.get("auroc_ea")),
-            auroc_ea_status=ea_status,
-            auroc_ds=_number(metrics.get("auroc_ds")),  # type: ignore[arg-type]
-            auroc_ds_imputed=bool(metrics.get("auroc_ds_imputed", False)),
-            n_distshift=metrics.get("n_distshift", 0),
-            ece=_number(metrics.get("ece")),  # type: ignore[arg-type]
-            brier=_number(metrics.get("brier")),  # type: ignore[arg-type]
-            recall_at_1pct_fpr=_number(metrics.get("recall_at_1pct_fpr")),
-            threshold_1pct_fpr=_number(metrics.get("threshold_1pct_fpr")),
-            roc_points=[tuple(p) for p in roc],  # type: ignore[misc]
-            reliability=list(metrics.get("reliability") or []),
-            fpr_at_1pct_threshold=_number(metrics.get("fpr_at_1pct_threshold")),
-            notes=list(metrics.get("notes") or []),
-        )
+        # a stored row may lack a number the dataclass types as present: it reads as None
+        fields: dict[str, Any] = {
+            "task_id": str(metrics.get("task_id") or raw.get("task_id") or task_id),
+            "n_test": metrics.get("n_test"),
+            "auroc": _number(metrics.get("auroc")),
+            "auroc_ci": _pair(metrics.get("auroc_ci")),
+            "auroc_ea": _number(metrics.get("auroc_ea")),
+            "auroc_ea_status": ea_status,
+            "auroc_ds": _number(metrics.get("auroc_ds")),
+            "auroc_ds_imputed": bool(metrics.get("auroc_ds_imputed", False)),
+            "n_distshift": metrics.get("n_distshift", 0),
+            "ece": _number(metrics.get("ece")),
+            "brier": _number(metrics.get("brier")),
+            "recall_at_1pct_fpr": _number(metrics.get("recall_at_1pct_fpr")),
+            "threshold_1pct_fpr": _number(metrics.get("threshold_1pct_fpr")),
+            "roc_points": [tuple(point) for point in roc],
+            "reliability": list(metrics.get("reliability") or []),
+            "fpr_at_1pct_threshold": _number(metrics.get("fpr_at_1pct_threshold")),
+            "notes": list(metrics.get("notes") or []),
+        }
+        tm = TaskMetrics(**fields)
         base = raw.get("baselines") or {}
         lift = raw.get("lift") or {}
         if not lift and base:  # the evaluator's BaselineResult carries the lifts
