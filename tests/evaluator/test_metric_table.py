@@ -130,3 +130,9 @@ def test_the_export_columns_are_the_exported_rows(one_more_row):
 def test_rows_are_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         METRICS[0].name = "x"  # type: ignore[misc]
+
+
+def test_what_the_reference_probes_declare_is_declarable():
+    from evaluator.reference_probes import DECLARED
+
+    assert set(DECLARED) <= set(metric_table.declarable_names())
