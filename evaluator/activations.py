@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from evaluator import CODE_VERSION
+from evaluator.applicability import INPUTS, POSITIONS
 from evaluator.errors import EvaluatorError, RegistryError, SplitHashMismatch
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,8 +53,6 @@ log = logging.getLogger(__name__)
 
 #: Bumped whenever harvesting changes the vectors it produces (pooling, padding, truncation).
 HARVESTER_VERSION = "harvest-1"
-POSITIONS: tuple[str, ...] = ("last_token", "mean")
-INPUT_KINDS: tuple[str, ...] = ("single", "contrast_pair")
 
 #: ``progress(fraction in [0, 1], step name)``; the workers turn it into run progress.
 Progress = Callable[[float, str], None]
@@ -116,7 +115,7 @@ def render_prompts(task: TaskSpec, texts: Sequence[str], input_kind: str) -> lis
                 f"task {task.id} has no contrast_pair template; contrast-pair probes cannot run on it"
             )
         return [render(pair[0], t) for t in texts] + [render(pair[1], t) for t in texts]
-    raise EvaluatorError(f"unknown input {input_kind!r}; accepted: {', '.join(INPUT_KINDS)}")
+    raise EvaluatorError(f"unknown input {input_kind!r}; accepted: {', '.join(INPUTS)}")
 
 
 def run_inputs_check(

@@ -22,9 +22,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 if TYPE_CHECKING:  # pragma: no cover
     from evaluator.probes import ProbeMetadata
 
-#: input kind → the task template it is rendered with
-TEMPLATE_FOR_INPUT: dict[str, str] = {"single": "single", "contrast_pair": "contrast_pair"}
+#: The probe vocabulary, one home (the artifact reader, the harvester, the submission check and
+#: the submit form import it): where a probe reads the residual stream, what it reads, what its
+#: raw output is.
 POSITIONS: tuple[str, ...] = ("last_token", "mean")
+INPUTS: tuple[str, ...] = ("single", "contrast_pair")
+OUTPUTS: tuple[str, ...] = ("logit", "probability")
+#: input kind → the task template it is rendered with
+TEMPLATE_FOR_INPUT: dict[str, str] = {kind: kind for kind in INPUTS}
 
 
 class TaskLike(Protocol):

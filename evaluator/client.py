@@ -45,26 +45,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evaluator import metric_table
 from evaluator.cli import COMMANDS, command
 from evaluator.errors import EvaluatorError
 
 USER_AGENT = "probebench-client/1"
-#: tolerances when the protocol file has none (AUROC 0.002, ECE 0.005)
-DEFAULT_TOLERANCES = {
-    "auroc": 0.002,
-    "auroc_ci": 0.002,
-    "auroc_ea": 0.002,
-    "auroc_ds": 0.002,
-    "ece": 0.005,
-    "brier": 0.005,
-    "recall_at_1pct_fpr": 0.002,
-    "rho_ce": 0.01,
-}
-#: what is compared per task (board ``tasks[]`` vs local ``tasks[t].metrics``)
-TASK_METRICS = ("auroc", "auroc_ci", "auroc_ea", "auroc_ds", "ece", "brier", "recall_at_1pct_fpr")
-#: what is compared on the aggregate (board ``score.measurements`` vs local ``aggregate``);
-#: latency depends on the machine and is shown, never judged
-AGGREGATE_METRICS = ("auroc", "auroc_ea", "auroc_ds", "ece", "brier", "recall_at_1pct_fpr", "rho_ce")
+#: tolerances when the protocol file has none (the metric table's defaults, per judged metric;
+#: the AUROC's interval is judged like the AUROC)
+DEFAULT_TOLERANCES = metric_table.tolerances_for(metric_table.DEFAULT_TOLERANCES)
+DEFAULT_TOLERANCES["auroc_ci"] = DEFAULT_TOLERANCES["auroc"]
 FINAL_STATUSES = ("scored", "failed", "rejected")
 #: what an id the server names may look like before the client uses it in a URL or an argument
 IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
@@ -872,13 +861,10 @@ def protocol_tolerances(registry: Path | None, protocol: str | None) -> tuple[st
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 tolerances[name] = float(value)
         named = set(block) if isinstance(block, dict) else set()
-        for metric, family in (
-            ("auroc_ci", "auroc"),
-            ("auroc_ea", "auroc"),
-            ("auroc_ds", "auroc"),
-            ("brier", "ece"),
-        ):
-            if metric not in named:  # an AUROC is judged like the AUROC, Brier like the ECE
+        # a metric the protocol does not name is judged by its family's tolerance (metric table)
+        families = {m.name: m.tolerance for m in metric_table.metrics() if m.tolerance}
+        for metric, family in [("auroc_ci", "auroc"), *families.items()]:
+            if metric not in named:
                 tolerances[metric] = tolerances[family]
         return str(data.get("id") or path.stem), tolerances
     return protocol, tolerances
@@ -904,6 +890,13 @@ def _judge(task: str, metric: str, board: Any, local: Any, tolerances: dict[str,
     return row | {"diff": diff, "verdict": "agree" if ok else "disagree"}
 
 
+def _task_metrics() -> tuple[str, ...]:
+    """What is judged per task (board ``tasks[]`` vs local ``tasks[t].metrics``): the metric
+    table's per-task metrics, the AUROC's interval after the AUROC."""
+    names = metric_table.judged_task_names()
+    return names[:1] + ("auroc_ci",) + names[1:]
+
+
 def numbers_compare(
     detail: dict[str, Any], local: dict[str, Any], tolerances: dict[str, float]
 ) -> list[dict]:
@@ -913,7 +906,7 @@ def numbers_compare(
     for task in detail.get("tasks") or []:
         tid = task["task"]
         mine = (local_tasks.get(tid) or {}).get("metrics") or {}
-        for metric in TASK_METRICS:
+        for metric in _task_metrics():
             board_v, local_v = task.get(metric), mine.get(metric)
             if metric == "auroc_ci":
                 board_ci, local_ci = board_v or [None, None], local_v or [None, None]
@@ -923,7 +916,7 @@ def numbers_compare(
                 rows.append(_judge(tid, metric, board_v, local_v, tolerances))
     measured = ((detail.get("score") or {}).get("measurements")) or {}
     aggregate = local.get("aggregate") or {}
-    for metric in AGGREGATE_METRICS:
+    for metric in metric_table.judged_aggregate_names():
         if metric in measured:
             rows.append(_judge("aggregate", metric, measured.get(metric), aggregate.get(metric), tolerances))
     board_repro = detail["version"].get("reproduced")

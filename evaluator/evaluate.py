@@ -557,8 +557,9 @@ def _tasks_for(
 
 
 @dataclass(frozen=True)
-class _Setup:
-    """What every step of one probe's evaluation shares."""
+class MeasureSetup:
+    """What every step of one probe's evaluation shares (the CLI builds one per probe, a worker
+    one per run)."""
 
     registry: Registry
     cache_dir: str | Path
@@ -581,6 +582,75 @@ class _Setup:
             progress=progress,
             protocol=self.protocol,
         )
+
+
+@dataclass
+class SplitMeasurement:
+    """One probe on one split of one task (:func:`measure_split`): the run, the activations it
+    read and, on the test split with ``extras``, the baselines at the probe's layer and, when
+    asked, the probe's latency."""
+
+    run: RunResult
+    activations: SplitActivations
+    lm: LoadedModel
+    baselines: BaselineResult | None = None
+    latency: LatencyResult | None = None
+
+
+def measure_split(
+    probe: Probe,
+    *,
+    task_id: str,
+    split: str,
+    setup: MeasureSetup,
+    lm: LoadedModel | None,
+    progress: Progress,
+    extras: bool = False,
+    train_activations: SplitActivations | None = None,
+    latency: bool = False,
+    latency_reps: int | None = None,
+) -> SplitMeasurement:
+    """Measure one probe on one split of one task: the one per-task step that both
+    ``python -m evaluator evaluate`` (:func:`evaluate_probe`, every split of a task in turn) and
+    the board's workers (one run per split, ``leaderboard.runner``) take.
+
+    ``extras`` (the test split): the random-direction and diff-of-means baselines on the same
+    activations, the train split's read from ``train_activations`` when the caller holds them,
+    else through the activation cache; ``latency``: the probe's latency on the model's device
+    with the task's median-length test prompt (``latency_reps``: the default when None).
+    """
+    from evaluator.activations import ActivationCache, split_activations
+    from evaluator.latency import measure_latency
+    from evaluator.metrics import auroc
+
+    run, acts, lm = setup.run(probe, task_id, split, lm, sub_progress(progress, 0.0, 0.7 if extras else 1.0))
+    out = SplitMeasurement(run=run, activations=acts, lm=lm)
+    if extras:
+        train = train_activations
+        if train is None:
+            train = split_activations(
+                lm,
+                setup.registry,
+                task_id,
+                "train",
+                layers=[probe.layer],
+                position=probe.metadata.position,
+                input_kind=probe.metadata.input,
+                cache=ActivationCache(setup.cache_dir),
+                config=setup.config,
+                progress=sub_progress(progress, 0.7, 0.85, "baseline train "),
+            )[probe.layer]
+        probe_auroc = auroc(run.examples.scores, run.examples.labels)
+        out.baselines = baselines(train, acts, probe_auroc=probe_auroc)
+        if latency:
+            progress(0.9, "latency")
+            prompt = median_length_prompt(
+                setup.registry, task_id, probe.metadata.input, model=probe.base_model
+            )
+            reps = {} if latency_reps is None else {"reps": latency_reps}
+            out.latency = measure_latency(probe, lm, prompt=prompt, **reps)
+        progress(1.0, "scored")
+    return out
 
 
 def evaluate_probe(
@@ -623,7 +693,7 @@ def evaluate_probe(
     config = harvest_config
     if config is None:
         config = harvest_config_default(reg) if enforced is None else HarvestConfig.from_protocol(enforced)
-    setup = _Setup(reg, cache_dir, device, dtype, config, enforced)
+    setup = MeasureSetup(reg, cache_dir, device, dtype, config, enforced)
     p = as_probe(probe, reg)
     spec = reg.spec(spec_version)
     task_ids, not_applicable = _tasks_for(p, reg, tasks)
@@ -730,7 +800,7 @@ def _evaluate_task(
     probe: Probe,
     ref: Probe | None,
     task_id: str,
-    setup: _Setup,
+    setup: MeasureSetup,
     lm: LoadedModel | None,
     imputation: Mapping[str, float],
     progress: Progress,
@@ -741,10 +811,22 @@ def _evaluate_task(
     steps = len(splits) + 1
     runs: dict[str, RunResult] = {}
     acts: dict[str, SplitActivations] = {}
+    task_baselines = None
     for s, split in enumerate(splits):
         report = sub_progress(progress, s / steps, (s + 1) / steps, f"{task_id}/{split} ")
-        runs[split], acts[split], lm = setup.run(probe, task_id, split, lm, report)
-    assert lm is not None  # every task has a train and a test split
+        measured = measure_split(
+            probe,
+            task_id=task_id,
+            split=split,
+            setup=setup,
+            lm=lm,
+            progress=report,
+            extras=split == "test",
+            train_activations=acts.get("train"),
+        )
+        runs[split], acts[split], lm = measured.run, measured.activations, measured.lm
+        task_baselines = measured.baselines or task_baselines
+    assert lm is not None and task_baselines is not None  # every task has a train and a test split
     ea_scores = None
     if ref is not None:
         ref_run, _, _ = setup.run(
@@ -761,7 +843,6 @@ def _evaluate_task(
         ea_applicable=probe.metadata.category != EVAL_AWARENESS,
         imputation=imputation,
     )
-    task_baselines = baselines(acts["train"], acts["test"], probe_auroc=metrics.auroc)
     return TaskEvaluation(task_id=task_id, metrics=metrics, baselines=task_baselines, runs=runs), lm
 
 
@@ -778,7 +859,7 @@ def _unless_recipe_fails(step, what: str, notes: list[str]):
 
 
 def _transfer(
-    probe: Probe, targets: list[str], setup: _Setup, notes: list[str], progress: Progress
+    probe: Probe, targets: list[str], setup: MeasureSetup, notes: list[str], progress: Progress
 ) -> list[TransferResult] | None:
     """Per-target transfer results; None when the recipe cannot be re-fit (rho_ce imputed)."""
     from evaluator.transfer import cross_model_transfer

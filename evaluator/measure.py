@@ -20,15 +20,14 @@ from typing import Any
 
 import numpy as np
 
+from evaluator import metric_table
 from evaluator import metrics as m
 from evaluator.errors import MetricInputError
+from evaluator.metric_table import DECLARED_GAP
 from evaluator.results import fields_dict
 from evaluator.scoring import Measurements
 
 FPR_TARGET = 0.01
-DECLARED_GAP = 0.05  # SPEC: a gap of more than 5 points between declared and measured is flagged
-#: declared metrics that are compared with measured ones (all in [0, 1], so 5 points = 0.05)
-COMPARABLE_METRICS = ("auroc", "auroc_ea", "auroc_ds", "ece", "brier", "recall_at_1pct_fpr")
 
 
 @dataclass
@@ -243,9 +242,12 @@ def aggregate_measurements(
 
 
 def declared_gaps(declared: Mapping[str, float], aggregate: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each declared metric the metric table compares, next to the measured one (the mean over
+    tasks in ``aggregate``), flagged when they differ by more than :data:`DECLARED_GAP`."""
+    compared = metric_table.compared_names()
     gaps = {}
     for name, value in declared.items():
-        if name not in COMPARABLE_METRICS:
+        if name not in compared:
             continue
         measured = aggregate.get(name)
         if isinstance(measured, (int, float)) and not isinstance(measured, bool):

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from evaluator.applicability import INPUTS, OUTPUTS, POSITIONS
 from evaluator.errors import ArtifactError
 from evaluator.registry import CATEGORIES
 
@@ -54,9 +55,6 @@ METADATA_NAME = "probe.json"
 
 LINEAR_TENSORS = ("weight", "bias", "mean", "scale")
 MLP_TENSORS = ("w1", "b1", "w2", "b2", "mean", "scale")
-POSITIONS = ("last_token", "mean")
-INPUTS = ("single", "contrast_pair")
-OUTPUTS = ("logit", "probability")
 
 _DTYPES = {"F64": (np.float64, 8), "F32": (np.float32, 4), "F16": (np.float16, 2), "BF16": (None, 2)}
 _MAGIC = [

@@ -89,6 +89,7 @@ def _harvest_config(args: argparse.Namespace, registry=None):
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
+    from evaluator.applicability import INPUTS, POSITIONS
     from evaluator.recipes import METHODS
 
     p.add_argument("--task", required=True, help="task id whose train split the probe learns from")
@@ -96,8 +97,8 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layer", required=True, type=int, help="0 = embeddings, L = residual after block L")
     p.add_argument("--method", required=True, choices=METHODS)
     p.add_argument("--out", required=True, type=Path, help="directory for probe.safetensors + probe.json")
-    p.add_argument("--position", default="last_token", choices=["last_token", "mean"])
-    p.add_argument("--input", default="single", choices=["single", "contrast_pair"])
+    p.add_argument("--position", default="last_token", choices=list(POSITIONS))
+    p.add_argument("--input", default="single", choices=list(INPUTS))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hyperparameters", default="{}", help="JSON object, e.g. '{\"C\": 0.1}'")
     p.add_argument("--name", default=None, help="probe name (default: derived from the recipe)")

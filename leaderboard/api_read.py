@@ -32,6 +32,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from evaluator import metric_table
 from evaluator.registry import COMPONENTS
 from leaderboard.models import holdouts_map
 from leaderboard.presentation import POLICY
@@ -308,9 +309,7 @@ def export_columns() -> list[str]:
         "rank_ci_hi",
         "tied_for_first",
         "tie_group",
-        "recall_at_1pct_fpr",
-        "lift_over_text",
-        "direction_utility",
+        *metric_table.exported_names(),
     ]
     for name in COMPONENTS:
         cols += [f"{name}_value", f"{name}_weight", f"{name}_contribution", f"{name}_imputed", f"{name}_raw"]
@@ -378,9 +377,7 @@ def flatten_row(row: dict, *, spec: str, compare: str | None) -> dict:
         "rank_ci_hi": rank_ci[1],
         "tied_for_first": interval.get("tied_for_first"),
         "tie_group": interval.get("tie_group"),
-        "recall_at_1pct_fpr": row["recall_at_1pct_fpr"],
-        "lift_over_text": row.get("lift_over_text"),
-        "direction_utility": row.get("direction_utility"),
+        **{name: row.get(name) for name in metric_table.exported_names()},
     }
     for name in COMPONENTS:
         comp = row["components"].get(name) or {}

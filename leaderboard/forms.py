@@ -6,9 +6,9 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth.forms import UserCreationForm
 
+from evaluator.applicability import INPUTS, OUTPUTS, POSITIONS
 from leaderboard.accounts import username_reserved
 from leaderboard.models import BaseModel, Category, License, Task
-from leaderboard.validation import INPUTS, OUTPUTS, POSITIONS
 
 
 class SubmissionForm(forms.Form):

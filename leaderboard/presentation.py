@@ -12,7 +12,7 @@ from pathlib import Path
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
-from evaluator.measure import DECLARED_GAP
+from evaluator.metric_table import DECLARED_GAP
 from evaluator.metrics import ECE_BINS
 from evaluator.registry import MAX_COMPONENT_WEIGHT
 from evaluator.scoring import ECE_RANGE, LATENCY_RANGE_MS, RHO_RANGE

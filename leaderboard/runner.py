@@ -175,22 +175,24 @@ def run_execute(*, run: EvaluationRun, progress: Progress) -> RunOutcome:
 
 
 def _score(run: EvaluationRun, progress: Progress) -> RunOutcome:
-    from evaluator.evaluate import baselines, execute_run
-    from evaluator.results import sub_progress
+    """One split of one task: the per-task step the CLI takes too (evaluator.evaluate.measure_split);
+    the test split of a score run adds the baselines and the latency."""
+    from evaluator.evaluate import MeasureSetup, measure_split
 
     probe = probe_for(run.probe_version)
     lm = loaded_model(probe.base_model)
     with_extras = run.kind == Run.Kind.SCORE and run.split == "test"
-    result = execute_run(
+    measured = measure_split(
         probe,
         task_id=run.task_id,
         split=run.split,
-        registry=registry(),
-        cache_dir=settings.CACHE_DIR,
+        setup=MeasureSetup(registry(), settings.CACHE_DIR, None, None, harvest_config()),
         lm=lm,
-        harvest_config=harvest_config(),
-        progress=sub_progress(progress, 0.0, 0.7 if with_extras else 1.0),
+        progress=progress,
+        extras=with_extras,
+        latency=with_extras,
     )
+    result = measured.run
     outcome = RunOutcome(
         example_scores=result.examples.to_records(),
         metrics={
@@ -206,35 +208,10 @@ def _score(run: EvaluationRun, progress: Progress) -> RunOutcome:
         cache_key=result.cache_key,
         split_sha256=result.split_sha256,
     )
-    if with_extras:
-        from evaluator.activations import ActivationCache, split_activations
-        from evaluator.evaluate import median_length_prompt
-        from evaluator.latency import measure_latency
-        from evaluator.metrics import auroc
-
-        cache = ActivationCache(settings.CACHE_DIR)
-        acts = {
-            split: split_activations(
-                lm,
-                registry(),
-                run.task_id,
-                split,
-                layers=[probe.layer],
-                position=probe.metadata.position,
-                input_kind=probe.metadata.input,
-                cache=cache,
-                config=harvest_config(),
-                progress=sub_progress(progress, lo, hi, f"baseline {split} "),
-            )[probe.layer]
-            for split, lo, hi in (("train", 0.7, 0.85), ("test", 0.85, 0.9))
-        }
-        probe_auroc = auroc(result.examples.scores, result.examples.labels)
-        outcome.metrics["baselines"] = baselines(
-            acts["train"], acts["test"], probe_auroc=probe_auroc
-        ).to_dict()
-        progress(0.9, "latency")
-        prompt = median_length_prompt(registry(), run.task_id, probe.metadata.input, model=probe.base_model)
-        outcome.metrics["latency"] = measure_latency(probe, lm, prompt=prompt).to_dict()
+    if measured.baselines is not None:
+        outcome.metrics["baselines"] = measured.baselines.to_dict()
+    if measured.latency is not None:
+        outcome.metrics["latency"] = measured.latency.to_dict()
     progress(1.0, "scored")
     return _measured(outcome, lm)
 

@@ -16,6 +16,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator
 
+from evaluator import metric_table
+from evaluator.applicability import INPUTS, OUTPUTS, POSITIONS
 from evaluator.errors import ArtifactError, EvaluatorError
 from evaluator.recipes import METHODS, Recipe
 from evaluator.registry import SPLIT_NAMES
@@ -23,9 +25,6 @@ from evaluator.strict_json import JsonRejected, json_loads_strict
 from leaderboard.errors import ValidationFailed
 from leaderboard.models import BaseModel, Category, License, Probe, ProbeVersion, Task
 
-POSITIONS = ("last_token", "mean")
-INPUTS = ("single", "contrast_pair")
-OUTPUTS = ("logit", "probability")
 RECIPE_METHODS = METHODS
 KNOWN_FIELDS = {
     "name",
@@ -44,7 +43,6 @@ KNOWN_FIELDS = {
     "recipe",
     "probe",
 }
-DECLARABLE_METRICS = ("auroc", "auroc_ea", "auroc_ds", "ece", "brier", "rho_ce", "latency_ms")
 TRAINING_DATA_FIELDS = ("tasks", "splits", "text_sha256", "external")
 MAX_TEXT_HASHES = 50_000  # ~3.3 MB of metadata
 #: The metadata (or recipe) JSON: at most settings.MAX_METADATA_BYTES and this deep.
@@ -225,9 +223,10 @@ def metadata_validate(metadata: Any, *, recipe: Any = None) -> CleanMetadata:
     declared = metadata.get("declared_metrics") or {}
     if not isinstance(declared, dict):
         _fail("declared_metrics", "must be an object of metric → number")
+    declarable = metric_table.declarable_names()
     for key, value in declared.items():
-        if key not in DECLARABLE_METRICS:
-            _fail("declared_metrics", f"unknown metric {key!r}; accepted: {', '.join(DECLARABLE_METRICS)}")
+        if key not in declarable:
+            _fail("declared_metrics", f"unknown metric {key!r}; accepted: {', '.join(declarable)}")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             _fail("declared_metrics", f"{key} must be a finite number")
 

@@ -17,6 +17,7 @@ from django.shortcuts import render
 from django.utils.cache import patch_cache_control
 from django.views.decorators.http import conditional_page, require_safe
 
+from evaluator import metric_table
 from evaluator.registry import COMPONENTS
 from leaderboard import plots
 from leaderboard.presentation import (
@@ -339,6 +340,7 @@ def methodology(request):
         "uncertainty": uncertainty_method(),
         "columns": columns,
         "flat_rule": FLAT_RULE,
+        "metrics": metric_table.metrics(),
     }
     return render(request, "leaderboard/methodology.html", context)
 

@@ -22,6 +22,7 @@ from evaluator.errors import EvaluatorError
 from evaluator.measure import ScoredExamples
 from evaluator.metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from evaluator.rank_intervals import BoardEntry, TaskRows, board_rank_intervals
+from evaluator.records import measurements_from_stored
 from evaluator.registry import EVAL_AWARENESS
 from evaluator.scoring import Measurements
 from leaderboard.models import Category, EvaluationRun, Probe, RankInterval, Score, Submission
@@ -51,20 +52,7 @@ def board_scores(*, category_id: str, spec_id: str) -> list[Score]:
 
 
 def _measurements(score: Score) -> Measurements:
-    m = score.measurements or {}
-    imputed = m.get("imputed") or {}
-    note = imputed.get("auroc_ds", "") if m.get("auroc_ds") is not None else ""
-    return Measurements(
-        auroc=m["auroc"],
-        ece=m["ece"],
-        latency_ms=m["latency_ms"],
-        license=m.get("license") or score.probe_version.license_id,
-        auroc_ea=m.get("auroc_ea"),
-        auroc_ds=m.get("auroc_ds"),
-        rho_ce=m.get("rho_ce"),
-        ea_not_applicable=bool(m.get("ea_not_applicable")),
-        auroc_ds_partial_note=note,
-    )
+    return measurements_from_stored(score.measurements or {}, license_id=score.probe_version.license_id)
 
 
 def _entry(score: Score, reference_cache: dict) -> BoardEntry:

@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-import numpy as np
 from django.db import transaction
 from django.utils import timezone
 
 from evaluator.errors import EvaluatorError
 from evaluator.measure import ScoredExamples, aggregate_measurements, declared_gaps, task_metrics
-from evaluator.metrics import auroc_mean_ci
+from evaluator.records import ScoreRecord, TaskRecord, aggregate_stored
 from evaluator.registry import EVAL_AWARENESS, LicenseSpec
 from evaluator.registry import WeightsSpec as SpecData
 from evaluator.scoring import probe_score
@@ -37,10 +36,6 @@ from leaderboard.selectors.shared import ea_reference_version
 from leaderboard.services.runs import RANK_INTERVALS_REFRESH_TASK, TERMINAL, task_delay
 
 Run = EvaluationRun
-
-
-#: Score.measurements key of the mean over tasks of (probe test AUROC − bag-of-words AUROC)
-LIFT_OVER_TEXT_KEY = "lift_over_text"
 
 
 def active_task_ids(category_id: str) -> set[str]:
@@ -179,55 +174,41 @@ def measurements_compute(
         imputed["rho_ce"] = (
             f"pending: transfer to {', '.join(pending_targets)} not measured yet (default used until it is)"
         )
-    per_task_out = {}
     tasks = {t.slug: t for t in Task.objects.filter(slug__in=list(per_task))}
-    lifts_over_text = []
-    for task_id, tm in per_task.items():
-        d = tm.to_dict()
+    records = {
         # lift over text: the probe's test AUROC minus the task's bag-of-words baseline (fit on
         # train, measured on the same test rows; an on-policy task's: this base model's files)
-        bow = tasks[task_id].text_baseline(version.probe.base_model_id).get("bow_auroc")
-        d["text_baseline"] = {"bow": bow}
-        d["lift_over_text"] = None if bow is None or tm.auroc is None else round(tm.auroc - bow, 6)
-        if d["lift_over_text"] is not None:
-            lifts_over_text.append(d["lift_over_text"])
-        d["roc"] = d.pop("roc_points")
-        d["auroc_ea_imputed"] = d["auroc_ea_status"] == "imputed"
-        b = extras[task_id]["baselines"] or {}
-        d["baselines"] = {
-            "random_direction": b.get("random_direction_auroc"),
-            "diff_of_means": b.get("diff_of_means_auroc"),
-        }
-        d["lift"] = {
-            "random_direction": b.get("lift_over_random"),
-            "diff_of_means": b.get("lift_over_diff_of_means"),
-        }
-        per_task_out[task_id] = d
-    latency = latencies[0]
+        task_id: TaskRecord.measured(
+            tm,
+            bow=tasks[task_id].text_baseline(version.probe.base_model_id).get("bow_auroc"),
+            baselines=extras[task_id]["baselines"],
+        )
+        for task_id, tm in per_task.items()
+    }
     protocol, environment = _measured_under([r for splits in by_task.values() for r in splits.values()])
     tests = [ScoredExamples.from_records(by_task[t]["test"].example_scores) for t in per_task]
-    aggregate["auroc_ci"] = list(auroc_mean_ci([(t.scores, t.labels) for t in tests]))
-    aggregate[LIFT_OVER_TEXT_KEY] = float(np.mean(lifts_over_text)) if lifts_over_text else None
-    # the category's on-policy tasks this base model has no behaviour on (the encoder): the
-    # category mean is over the other tasks, and the board says so
-    aggregate["not_measured_on_policy"] = sorted(
-        t.slug
-        for t in Task.objects.filter(
-            category_id=version.probe.category_id, status=Task.Status.ACTIVE, on_policy=True
-        )
-        if not t.measured_on(version.probe.base_model_id)
+    stored_aggregate = aggregate_stored(
+        aggregate,
+        tests=[(t.scores, t.labels) for t in tests],
+        lifts_over_text=[r.lift_over_text for r in records.values() if r.lift_over_text is not None],
+        # the category's on-policy tasks this base model has no behaviour on (the encoder): the
+        # category mean is over the other tasks, and the board says so
+        not_measured_on_policy=[
+            t.slug
+            for t in Task.objects.filter(
+                category_id=version.probe.category_id, status=Task.Status.ACTIVE, on_policy=True
+            )
+            if not t.measured_on(version.probe.base_model_id)
+        ],
+        latency=latencies[0],
+        transfer={r.base_model_id: r.metrics.get("transfer", {}).get("pearson") for r in transfers},
+        steer=steer_summary(steers),
+        imputed=imputed,
     )
     return {
         "measurements": measurements,
-        "aggregate": {
-            **aggregate,
-            "latency_device": latency.get("device"),
-            "model_forward_ms": latency.get("model_forward_ms"),
-            "transfer": {r.base_model_id: r.metrics.get("transfer", {}).get("pearson") for r in transfers},
-            **steer_summary(steers),
-            "imputed": imputed,
-        },
-        "per_task": per_task_out,
+        "aggregate": stored_aggregate,
+        "per_task": records,
         "reproduction": reproduce.metrics.get("reproduction")
         if reproduce is not None and reproduce.status == Run.Status.SUCCEEDED
         else None,
@@ -257,19 +238,19 @@ def scores_write(*, version: ProbeVersion, computed: dict[str, Any]) -> list[Sco
     for spec_row in WeightsSpec.objects.all():
         score = probe_score(computed["measurements"], spec=_spec_data(spec_row), licenses=licenses)
         data = score.to_dict()
+        record = ScoreRecord(
+            total=data["total"],
+            measured_total=data["measured_total"],
+            components=data["components"],
+            measurements=computed["aggregate"],
+            per_task=computed["per_task"],
+            protocol=computed.get("protocol", ""),
+            environment=computed.get("environment", {}),
+        )
         row, _ = Score.objects.update_or_create(
             probe_version=version,
             spec=spec_row,
-            defaults={
-                "total": data["total"],
-                "measured_total": data["measured_total"],
-                "components": data["components"],
-                "measurements": computed["aggregate"],
-                "per_task": computed["per_task"],
-                "protocol": computed.get("protocol", ""),
-                "environment": computed.get("environment", {}),
-                "computed_at": timezone.now(),
-            },
+            defaults={**record.to_json(), "computed_at": timezone.now()},
         )
         rows.append(row)
     category_id = version.probe.category_id

@@ -62,3 +62,20 @@ def test_evaluate_leaves_out_the_tasks_a_probe_cannot_read_and_refuses_one_named
     assert "no contrast_pair template" in not_applicable[CITY]
     with pytest.raises(EvaluatorError, match="not applicable to this probe: the task has no contrast_pair"):
         _tasks_for(probe, reg, [CITY])
+
+
+def test_the_probe_vocabulary_has_one_home():
+    """Positions, inputs and outputs are defined in evaluator.applicability; the artifact
+    reader, the harvester, the submission check and the submit form read those very tuples."""
+    import evaluator.activations as activations
+    import evaluator.applicability as home
+    import evaluator.probes as probes
+    import leaderboard.forms as forms
+    import leaderboard.validation as validation
+
+    for module in (probes, validation, forms):
+        assert module.POSITIONS is home.POSITIONS
+        assert module.INPUTS is home.INPUTS
+        assert module.OUTPUTS is home.OUTPUTS
+    assert activations.POSITIONS is home.POSITIONS and activations.INPUTS is home.INPUTS
+    assert set(home.TEMPLATE_FOR_INPUT) == set(home.INPUTS)

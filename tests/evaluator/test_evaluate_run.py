@@ -8,10 +8,11 @@ import os
 import subprocess
 import sys
 
+import jsonschema
 import numpy as np
 import pytest
 
-from evaluator import CODE_VERSION, metrics
+from evaluator import CODE_VERSION, metrics, records
 from evaluator.errors import EvaluatorError, SplitHashMismatch
 from evaluator.evaluate import evaluate_probe, execute_run, reproduction_check
 from evaluator.measure import ScoredExamples, task_metrics
@@ -339,6 +340,7 @@ def test_the_cli_trains_and_evaluates_with_json_on_stdout(tiny_root, cache_dir, 
     assert evaluated.returncode == 0, evaluated.stderr
     out = json.loads(evaluated.stdout)
     assert out["probe_score"]["spec"] == "v0.0.1" and out["aggregate"]["auroc"] > 0.8
+    jsonschema.validate(out, records.schema("evaluation"))  # the committed schema of this output
     assert out["reproduction"]["reproduced"] is True
 
 

@@ -1,0 +1,234 @@
+"""The stored score as typed records: what the score writer stores, and how it is read back.
+
+A Score row holds the ProbeScore (``total``, ``measured_total``, ``components``), the aggregate
+measurements (``measurements``: means over tasks and the axes beside them), the per-task results
+(``per_task``: task id → :class:`TaskRecord`), the protocol and the environment. The shape is
+committed as a JSON Schema (``evaluator/schemas/score.schema.json``); ``python -m evaluator
+evaluate --json`` has its own (``evaluator/schemas/evaluation.schema.json``). Both are checked
+by ``tests/evaluator/test_records.py``.
+
+:meth:`TaskRecord.from_json` also reads the evaluator's own spellings of a task's results
+(``roc_points``, ``auroc_ea_status``, a ``metrics`` block, ``BaselineResult`` names such as
+``random_direction_auroc`` and ``lift_over_random``), so a result written either way reads the
+same. :meth:`ScoreRecord.scoring_input` rebuilds the :class:`evaluator.scoring.Measurements` a
+stored score was computed from (the rank intervals re-score from it).
+
+Pure: no Django.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evaluator.measure import TaskMetrics
+from evaluator.scoring import Measurements
+
+SCHEMAS = Path(__file__).resolve().parent / "schemas"
+#: Score.measurements key of the mean over tasks of (probe test AUROC − bag-of-words AUROC)
+LIFT_OVER_TEXT_KEY = "lift_over_text"
+
+
+@cache
+def schema(name: str) -> dict[str, Any]:
+    """A committed JSON Schema: ``score`` (a stored score) or ``evaluation`` (the evaluate CLI)."""
+    return json.loads((SCHEMAS / f"{name}.schema.json").read_text())
+
+
+def _number(value: Any) -> float | None:
+    """A stored number as it is (an int stays an int: the JSON is written back byte for byte)."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _pair(value: Any) -> tuple[float, float] | None:
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(_number(v) is not None for v in value):
+        return value[0], value[1]
+    return None
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One task's stored results (``Score.per_task[task]``): the per-task metrics, the
+    bag-of-words baseline and the lift over it, and the automatic baselines at the probe's layer."""
+
+    metrics: TaskMetrics
+    text_baseline_bow: float | None = None
+    lift_over_text: float | None = None
+    random_direction: float | None = None
+    diff_of_means: float | None = None
+    lift_random_direction: float | None = None
+    lift_diff_of_means: float | None = None
+
+    @classmethod
+    def measured(
+        cls, metrics: TaskMetrics, *, bow: float | None, baselines: Mapping[str, Any] | None
+    ) -> TaskRecord:
+        """From freshly computed metrics, the task's bag-of-words AUROC (None: none recorded) and
+        the test run's ``BaselineResult`` dict (None: none)."""
+        b = baselines or {}
+        return cls(
+            metrics=metrics,
+            text_baseline_bow=bow,
+            lift_over_text=None if bow is None or metrics.auroc is None else round(metrics.auroc - bow, 6),
+            random_direction=b.get("random_direction_auroc"),
+            diff_of_means=b.get("diff_of_means_auroc"),
+            lift_random_direction=b.get("lift_over_random"),
+            lift_diff_of_means=b.get("lift_over_diff_of_means"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.metrics.to_dict()
+        d["text_baseline"] = {"bow": self.text_baseline_bow}
+        d["lift_over_text"] = self.lift_over_text
+        d["roc"] = d.pop("roc_points")
+        d["auroc_ea_imputed"] = d["auroc_ea_status"] == "imputed"
+        d["baselines"] = {"random_direction": self.random_direction, "diff_of_means": self.diff_of_means}
+        d["lift"] = {"random_direction": self.lift_random_direction, "diff_of_means": self.lift_diff_of_means}
+        return d
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any] | None, *, task_id: str = "") -> TaskRecord:
+        """A stored task result, in the stored spelling or the evaluator's (see the module);
+        a missing number reads as None."""
+        raw = raw or {}
+        nested = raw.get("metrics")
+        metrics: Mapping[str, Any] = nested if isinstance(nested, Mapping) else raw
+        ea_status = metrics.get("auroc_ea_status")
+        if ea_status is None:
+            if metrics.get("auroc_ea_imputed"):
+                ea_status = "imputed"
+            else:
+                ea_status = "measured" if _number(metrics.get("auroc_ea")) is not None else "n/a"
+        roc = metrics.get("roc", metrics.get("roc_points")) or []
+        # a stored row may lack a number the dataclass types as present: it reads as None
+        fields: dict[str, Any] = {
+            "task_id": str(metrics.get("task_id") or raw.get("task_id") or task_id),
+            "n_test": metrics.get("n_test"),
+            "auroc": _number(metrics.get("auroc")),
+            "auroc_ci": _pair(metrics.get("auroc_ci")),
+            "auroc_ea": _number(metrics.get("auroc_ea")),
+            "auroc_ea_status": ea_status,
+            "auroc_ds": _number(metrics.get("auroc_ds")),
+            "auroc_ds_imputed": bool(metrics.get("auroc_ds_imputed", False)),
+            "n_distshift": metrics.get("n_distshift", 0),
+            "ece": _number(metrics.get("ece")),
+            "brier": _number(metrics.get("brier")),
+            "recall_at_1pct_fpr": _number(metrics.get("recall_at_1pct_fpr")),
+            "threshold_1pct_fpr": _number(metrics.get("threshold_1pct_fpr")),
+            "roc_points": [tuple(point) for point in roc],
+            "reliability": list(metrics.get("reliability") or []),
+            "fpr_at_1pct_threshold": _number(metrics.get("fpr_at_1pct_threshold")),
+            "notes": list(metrics.get("notes") or []),
+        }
+        tm = TaskMetrics(**fields)
+        base = raw.get("baselines") or {}
+        lift = raw.get("lift") or {}
+        if not lift and base:  # the evaluator's BaselineResult carries the lifts
+            lift = {
+                "random_direction": base.get("lift_over_random"),
+                "diff_of_means": base.get("lift_over_diff_of_means"),
+            }
+        return cls(
+            metrics=tm,
+            text_baseline_bow=_number((metrics.get("text_baseline") or {}).get("bow")),
+            lift_over_text=_number(metrics.get("lift_over_text")),
+            random_direction=_number(base.get("random_direction", base.get("random_direction_auroc"))),
+            diff_of_means=_number(base.get("diff_of_means", base.get("diff_of_means_auroc"))),
+            lift_random_direction=_number(lift.get("random_direction")),
+            lift_diff_of_means=_number(lift.get("diff_of_means")),
+        )
+
+
+def aggregate_stored(
+    aggregate: Mapping[str, Any],
+    *,
+    tests: Sequence[tuple[np.ndarray, np.ndarray]],
+    lifts_over_text: Sequence[float],
+    not_measured_on_policy: Sequence[str],
+    latency: Mapping[str, Any],
+    transfer: Mapping[str, float | None],
+    steer: Mapping[str, Any],
+    imputed: Mapping[str, str],
+) -> dict[str, Any]:
+    """``Score.measurements``: the aggregate of :func:`evaluator.measure.aggregate_measurements`
+    with what the board keeps beside it: the interval on the mean AUROC (``tests``: each task's
+    test scores and labels), the mean lift over text, the on-policy tasks this base model has no
+    behaviour on, the latency's device and model forward, ρ per transfer target, direction
+    utility, and why each imputed component was imputed."""
+    from evaluator.metrics import auroc_mean_ci
+
+    out = dict(aggregate)
+    out["auroc_ci"] = list(auroc_mean_ci(list(tests)))
+    out[LIFT_OVER_TEXT_KEY] = float(np.mean(lifts_over_text)) if lifts_over_text else None
+    out["not_measured_on_policy"] = sorted(not_measured_on_policy)
+    return {
+        **out,
+        "latency_device": latency.get("device"),
+        "model_forward_ms": latency.get("model_forward_ms"),
+        "transfer": dict(transfer),
+        **steer,
+        "imputed": dict(imputed),
+    }
+
+
+@dataclass(frozen=True)
+class ScoreRecord:
+    """A stored score: one Score row's JSON columns and numbers."""
+
+    total: float
+    measured_total: float | None
+    components: dict[str, Any]
+    measurements: dict[str, Any]
+    per_task: dict[str, TaskRecord]
+    protocol: str = ""
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "measured_total": self.measured_total,
+            "components": self.components,
+            "measurements": self.measurements,
+            "per_task": {task: record.to_json() for task, record in self.per_task.items()},
+            "protocol": self.protocol,
+            "environment": self.environment,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ScoreRecord:
+        return cls(
+            total=data["total"],
+            measured_total=data.get("measured_total"),
+            components=dict(data.get("components") or {}),
+            measurements=dict(data.get("measurements") or {}),
+            per_task={t: TaskRecord.from_json(r, task_id=t) for t, r in (data.get("per_task") or {}).items()},
+            protocol=data.get("protocol") or "",
+            environment=dict(data.get("environment") or {}),
+        )
+
+    def scoring_input(self, *, license_id: str = "") -> Measurements:
+        return measurements_from_stored(self.measurements, license_id=license_id)
+
+
+def measurements_from_stored(m: Mapping[str, Any], *, license_id: str = "") -> Measurements:
+    """The :class:`Measurements` a stored ``Score.measurements`` was scored from (``license_id``:
+    the version's, for a score stored without one). A partly imputed auroc_ds keeps its note."""
+    imputed = m.get("imputed") or {}
+    note = imputed.get("auroc_ds", "") if m.get("auroc_ds") is not None else ""
+    return Measurements(
+        auroc=m["auroc"],
+        ece=m["ece"],
+        latency_ms=m["latency_ms"],
+        license=m.get("license") or license_id,
+        auroc_ea=m.get("auroc_ea"),
+        auroc_ds=m.get("auroc_ds"),
+        rho_ce=m.get("rho_ce"),
+        ea_not_applicable=bool(m.get("ea_not_applicable")),
+        auroc_ds_partial_note=note,
+    )
