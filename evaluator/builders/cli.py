@@ -205,10 +205,11 @@ def update_tasks_yaml(path: Path, results: dict[str, dict]) -> None:
         by_id = {e["id"]: e for e in existing}
         for task_id, res in results.items():
             entry = task_entry(res["meta"], res["splits"], res)
-            # the behavioural readout (direction utility) is declared by hand next to the templates
+            # declared by hand next to the templates: the behavioural readout (direction utility)
+            # and the structured text baseline's features; text_baselines is written by data-baselines
             kept = {
                 k: by_id[task_id][k]
-                for k in ("readout", "readout_reason", "text_baselines")
+                for k in ("readout", "readout_reason", "text_baselines", "structured_baseline")
                 if k in by_id.get(task_id, {})
             }
             if kept:
