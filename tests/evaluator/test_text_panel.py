@@ -235,7 +235,7 @@ def test_the_minilm_member_embeds_the_prompts_through_the_cache(tiny_registry, c
     embed = encoder_embed(tiny_registry, cache_dir=cache_dir)
     x = embed(texts[:8])
     assert x.shape == (8, 384)
-    np.testing.assert_allclose(embed(texts[:8]), x)  # the second call reads the cache
+    np.testing.assert_allclose(embed(texts[:8]), x)  # the same vectors again
     member = next(m for m in panel_members(embed=embed) if m.name == "minilm")
     train = _rows(texts[:32], labels[:32], "tr")
     test = _rows(texts[32:], labels[32:], "te")
