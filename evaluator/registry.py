@@ -482,7 +482,9 @@ def _load_structured_baseline(entry: dict, where: str) -> tuple[StructuredFeatur
         raise RegistryError(f"{where}: {key} must be a mapping with a features list")
     unknown = sorted(set(data) - {"features"})
     if unknown:
-        raise RegistryError(f"{where}: {key}: unknown key(s) {', '.join(map(str, unknown))}; accepted: features")
+        raise RegistryError(
+            f"{where}: {key}: unknown key(s) {', '.join(map(str, unknown))}; accepted: features"
+        )
     features = data.get("features")
     if not isinstance(features, list) or not features:
         raise RegistryError(f"{where}: {key}.features must be a non-empty list of {{name, pattern, kind}}")
@@ -492,10 +494,14 @@ def _load_structured_baseline(entry: dict, where: str) -> tuple[StructuredFeatur
         _require(feature, ("name", "pattern", "kind"), at)
         extra = sorted(set(feature) - {"name", "pattern", "kind"})
         if extra:
-            raise RegistryError(f"{at}: unknown key(s) {', '.join(map(str, extra))}; accepted: name, pattern, kind")
+            raise RegistryError(
+                f"{at}: unknown key(s) {', '.join(map(str, extra))}; accepted: name, pattern, kind"
+            )
         name, pattern, kind = feature["name"], feature["pattern"], feature["kind"]
         if not isinstance(name, str) or not _FEATURE_NAME.match(name):
-            raise RegistryError(f"{at}.name must be lowercase letters, digits and _ (a letter first), got {name!r}")
+            raise RegistryError(
+                f"{at}.name must be lowercase letters, digits and _ (a letter first), got {name!r}"
+            )
         if name in {f.name for f in out}:
             raise RegistryError(f"{at}.name {name!r} is used twice")
         if kind not in STRUCTURED_KINDS:

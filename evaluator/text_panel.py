@@ -200,7 +200,9 @@ class StructuredModel:
                 self._poly = PolynomialFeatures(self.degree, include_bias=False).fit(
                     self._scale_in.transform(numeric)
                 )
-                self._scale_out = StandardScaler().fit(self._poly.transform(self._scale_in.transform(numeric)))
+                self._scale_out = StandardScaler().fit(
+                    self._poly.transform(self._scale_in.transform(numeric))
+                )
             parts.append(self._scale_out.transform(self._poly.transform(self._scale_in.transform(numeric))))
         if categorical and categorical[0]:
             if fit:
@@ -304,14 +306,14 @@ def fit_member(
     y = np.asarray(train.labels, dtype=np.int64)
     x = member.inputs(list(train.texts))
     splits = cv_folds(y, train.groups, folds=folds, seed=seed)
-    grid = []
+    grid: list[dict[str, Any]] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # lbfgs convergence notes at large C change nothing chosen
         for params in member.grid:
             grid.append({"params": dict(params), "cv_auroc": _cv_auroc(member, params, x, y, splits)})
         best = max(grid, key=lambda g: g["cv_auroc"])  # first of equals: the earlier grid point
         model = member.build(best["params"]).fit(x, y)
-        out = {}
+        out: dict[str, SplitScores] = {}
         for name, rows in scored.items():
             s = np.asarray(model.decision_function(member.inputs(list(rows.texts))), dtype=np.float64)
             out[name] = SplitScores(
@@ -397,7 +399,9 @@ def task_panel(
         raise EvaluatorError(f"task {task_id} has no split files for base model {model}")
     missing = [s for s in splits if s not in available]
     if "test" in missing or not [s for s in splits if s in available]:
-        raise EvaluatorError(f"task {task_id} has no {', '.join(missing)} split; it has {', '.join(available)}")
+        raise EvaluatorError(
+            f"task {task_id} has no {', '.join(missing)} split; it has {', '.join(available)}"
+        )
 
     def rows(split: str) -> PanelRows:
         r = _rows(read_split(registry, task_id, split, model=model if task.on_policy else None))
@@ -423,7 +427,13 @@ def panel_table(result: dict[str, Any]) -> str:
     for name, b in (result.get("baselines") or {}).items():
         params = ", ".join(f"{k}={v:g}" for k, v in b["params"].items())
         rows.append(
-            [name, f"{b['auroc']:.3f}", f"[{b['ci'][0]:.3f}, {b['ci'][1]:.3f}]", f"{b['cv_auroc']:.3f}", params]
+            [
+                name,
+                f"{b['auroc']:.3f}",
+                f"[{b['ci'][0]:.3f}, {b['ci'][1]:.3f}]",
+                f"{b['cv_auroc']:.3f}",
+                params,
+            ]
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for i, r in enumerate(rows):
@@ -431,7 +441,10 @@ def panel_table(result: dict[str, Any]) -> str:
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
     s = result.get("strongest") or {}
-    lines += ["", f"strongest (by CV AUROC on train): {s.get('name')} · {split} AUROC {s.get('auroc', 0):.3f}"]
+    lines += [
+        "",
+        f"strongest (by CV AUROC on train): {s.get('name')} · {split} AUROC {s.get('auroc', 0):.3f}",
+    ]
     board = result.get("board_bag_of_words")
     if isinstance(board, dict) and board.get("auroc") is not None:
         lines.append(f"board's bag of words (min_df=2, C=1): {split} AUROC {board['auroc']:.3f}")

@@ -381,12 +381,18 @@ def run_build_data(args: argparse.Namespace) -> dict:
 
 
 def _baseline_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", action="append", default=None, help="task id (repeatable with --write; default: all)")
+    p.add_argument(
+        "--task", action="append", default=None, help="task id (repeatable with --write; default: all)"
+    )
     p.add_argument("--model", default=None, help="base model whose rows an on-policy task is read from")
     p.add_argument("--split", default="test", help="the split the panel is scored on (default: test)")
     p.add_argument("--registry", type=Path, default=None, help="project root holding tasks.yaml")
-    p.add_argument("--cache-dir", type=Path, default=None, help="model and activation cache (default: var/cache)")
-    p.add_argument("--no-encoder", action="store_true", help="leave out the sentence-encoder member (no model load)")
+    p.add_argument(
+        "--cache-dir", type=Path, default=None, help="model and activation cache (default: var/cache)"
+    )
+    p.add_argument(
+        "--no-encoder", action="store_true", help="leave out the sentence-encoder member (no model load)"
+    )
     p.add_argument("--scores", action="store_true", help="include every member's per-example scores")
     p.add_argument("--json", action="store_true", help="print JSON even on a terminal")
     p.add_argument(

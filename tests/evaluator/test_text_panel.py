@@ -146,9 +146,18 @@ def _feature(**overrides) -> dict:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        (_feature(pattern=r"What is (?P<a>\d+ \+"), r"structured_baseline\.features\[0\]\.pattern is not a valid regular expression"),
-        (_feature(kind="ordinal"), r"structured_baseline\.features\[0\]\.kind 'ordinal'; accepted: numeric, categorical"),
-        (_feature(pattern=r"What is (\d+) \+"), r"features\[0\]\.pattern needs a named group \(\?P<a>\.\.\.\)"),
+        (
+            _feature(pattern=r"What is (?P<a>\d+ \+"),
+            r"structured_baseline\.features\[0\]\.pattern is not a valid regular expression",
+        ),
+        (
+            _feature(kind="ordinal"),
+            r"structured_baseline\.features\[0\]\.kind 'ordinal'; accepted: numeric, categorical",
+        ),
+        (
+            _feature(pattern=r"What is (\d+) \+"),
+            r"features\[0\]\.pattern needs a named group \(\?P<a>\.\.\.\)",
+        ),
         (_feature(name="A b"), r"features\[0\]\.name must be lowercase"),
         ({"features": []}, r"structured_baseline\.features must be a non-empty list"),
         ({"feature": []}, r"structured_baseline: unknown key\(s\) feature; accepted: features"),
@@ -229,8 +238,15 @@ def test_the_minilm_member_embeds_the_prompts_through_the_cache(tiny_registry, c
     from evaluator.text_panel import encoder_embed
 
     food = ["I baked fresh bread", "The soup was salty", "We ate ripe mangoes", "She cooked rice and beans"]
-    sport = ["He scored a late goal", "The team won the match", "She ran a fast marathon", "They lost the final set"]
-    texts = [t + suffix for suffix in ("", " today", " again", " once more", " yesterday") for t in food + sport]
+    sport = [
+        "He scored a late goal",
+        "The team won the match",
+        "She ran a fast marathon",
+        "They lost the final set",
+    ]
+    texts = [
+        t + suffix for suffix in ("", " today", " again", " once more", " yesterday") for t in food + sport
+    ]
     labels = [1, 1, 1, 1, 0, 0, 0, 0] * 5
     embed = encoder_embed(tiny_registry, cache_dir=cache_dir)
     x = embed(texts[:8])
