@@ -256,3 +256,30 @@ def test_the_minilm_member_embeds_the_prompts_through_the_cache(tiny_registry, c
     train = _rows(texts[:32], labels[:32], "tr")
     test = _rows(texts[32:], labels[32:], "te")
     assert fit_member(member, train, {"test": test}).splits["test"].auroc > 0.9
+
+
+def test_build_data_keeps_a_declared_structured_baseline(tmp_path):
+    import importlib
+    import shutil
+
+    import yaml
+
+    from evaluator.builders.cli import update_tasks_yaml
+    from evaluator.builders.common import rewrite_tasks
+    from tests.evaluator.conftest import PROJECT_ROOT
+
+    path = tmp_path / "tasks.yaml"
+    shutil.copy(PROJECT_ROOT / "tasks.yaml", path)
+    spec = _feature()
+
+    def declare(entries):
+        return [e | {"structured_baseline": spec} if e["id"] == "halueval-qa-v1" else e for e in entries]
+
+    rewrite_tasks(path, declare)
+    entry = next(e for e in yaml.safe_load(path.read_text())["tasks"] if e["id"] == "halueval-qa-v1")
+    meta = importlib.import_module("evaluator.builders.halueval").META
+    update_tasks_yaml(path, {"halueval-qa-v1": {"meta": meta, "splits": entry["splits"]}})
+    rebuilt = next(e for e in yaml.safe_load(path.read_text())["tasks"] if e["id"] == "halueval-qa-v1")
+    assert rebuilt["structured_baseline"] == spec
+    keys = list(rebuilt)
+    assert keys.index("structured_baseline") == keys.index("text_baselines") + 1
