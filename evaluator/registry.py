@@ -55,6 +55,9 @@ _PROTOCOL_ID = re.compile(r"^p[1-9][0-9]*$")
 #: compute dtypes a protocol may name (bf16 is for exploration only: never a board number)
 PROTOCOL_DTYPES: tuple[str, ...] = ("float32",)
 PROTOCOL_DEVICES: tuple[str, ...] = ("cpu", "cuda")
+#: kinds of a task card's structured text-baseline feature (``structured_baseline`` in tasks.yaml)
+STRUCTURED_KINDS: tuple[str, ...] = ("numeric", "categorical")
+_FEATURE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -103,6 +106,21 @@ class ReadoutSpec:
 
 
 @dataclass(frozen=True)
+class StructuredFeature:
+    """One feature of a task's structured text baseline: the named group ``name`` of the first match
+    of ``pattern`` in a row's text. ``numeric``: its value as a number; ``categorical``: the string
+    itself (one-hot). A row the pattern does not match has the feature missing."""
+
+    name: str
+    pattern: str
+    kind: str
+
+    def extract(self, text: str) -> str | None:
+        match = re.search(self.pattern, text)
+        return None if match is None else match.group(self.name)
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     id: str
     category: str
@@ -133,6 +151,9 @@ class TaskSpec:
     #: text-only baselines fit on train (``data-baselines``): {split: {bow_auroc, length_auroc, n}},
     #: for an on-policy task {model: {split: {...}}}
     text_baselines: dict[str, Any] = field(default_factory=dict)
+    #: the features of the structured text baseline (``structured_baseline.features``), () when
+    #: the card declares none (evaluator.text_panel)
+    structured_baseline: tuple[StructuredFeature, ...] = ()
 
     def splits_for(self, model_id: str | None = None) -> dict[str, SplitSpec]:
         """The split files a probe on ``model_id`` is measured on: the task's own for a task about
@@ -450,6 +471,53 @@ def _load_readout(entry: dict, where: str) -> tuple[ReadoutSpec | None, str]:
     ), ""
 
 
+def _load_structured_baseline(entry: dict, where: str) -> tuple[StructuredFeature, ...]:
+    """``structured_baseline: {features: [{name, pattern, kind}, ...]}``: each pattern a regular
+    expression with a named group called ``name``, each kind one of STRUCTURED_KINDS."""
+    if "structured_baseline" not in entry:
+        return ()
+    data = entry["structured_baseline"]
+    key = "structured_baseline"
+    if not isinstance(data, dict):
+        raise RegistryError(f"{where}: {key} must be a mapping with a features list")
+    unknown = sorted(set(data) - {"features"})
+    if unknown:
+        raise RegistryError(
+            f"{where}: {key}: unknown key(s) {', '.join(map(str, unknown))}; accepted: features"
+        )
+    features = data.get("features")
+    if not isinstance(features, list) or not features:
+        raise RegistryError(f"{where}: {key}.features must be a non-empty list of {{name, pattern, kind}}")
+    out: list[StructuredFeature] = []
+    for i, feature in enumerate(features):
+        at = f"{where}: {key}.features[{i}]"
+        _require(feature, ("name", "pattern", "kind"), at)
+        extra = sorted(set(feature) - {"name", "pattern", "kind"})
+        if extra:
+            raise RegistryError(
+                f"{at}: unknown key(s) {', '.join(map(str, extra))}; accepted: name, pattern, kind"
+            )
+        name, pattern, kind = feature["name"], feature["pattern"], feature["kind"]
+        if not isinstance(name, str) or not _FEATURE_NAME.match(name):
+            raise RegistryError(
+                f"{at}.name must be lowercase letters, digits and _ (a letter first), got {name!r}"
+            )
+        if name in {f.name for f in out}:
+            raise RegistryError(f"{at}.name {name!r} is used twice")
+        if kind not in STRUCTURED_KINDS:
+            raise RegistryError(f"{at}.kind {kind!r}; accepted: {', '.join(STRUCTURED_KINDS)}")
+        if not isinstance(pattern, str):
+            raise RegistryError(f"{at}.pattern must be a string (a regular expression)")
+        try:
+            compiled = re.compile(pattern)
+        except re.error as exc:
+            raise RegistryError(f"{at}.pattern is not a valid regular expression: {exc}") from None
+        if name not in compiled.groupindex:
+            raise RegistryError(f"{at}.pattern needs a named group (?P<{name}>...) for feature {name!r}")
+        out.append(StructuredFeature(name=name, pattern=pattern, kind=kind))
+    return tuple(out)
+
+
 def load_tasks(path: Path) -> tuple[dict[str, Category], dict[str, TaskSpec]]:
     data = _read_yaml(path) or {}
     where = str(path)
@@ -489,6 +557,7 @@ def load_tasks(path: Path) -> tuple[dict[str, Category], dict[str, TaskSpec]]:
         if isinstance(minted, dt.date):
             minted = minted.isoformat()
         readout, readout_reason = _load_readout(entry, f"{where}: task {task_id}")
+        structured = _load_structured_baseline(entry, f"{where}: task {task_id}")
         tasks[task_id] = TaskSpec(
             id=task_id,
             category=entry["category"],
@@ -503,6 +572,7 @@ def load_tasks(path: Path) -> tuple[dict[str, Category], dict[str, TaskSpec]]:
             on_policy=on_policy,
             splits_by_model=splits_by_model,
             text_baselines=dict(entry.get("text_baselines") or {}),
+            structured_baseline=structured,
             status=status,
             superseded_by=entry.get("superseded_by"),
             supersedes=entry.get("supersedes"),

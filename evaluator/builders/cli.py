@@ -1,4 +1,4 @@
-"""``python -m evaluator build-data`` and ``python -m evaluator data-baselines``.
+"""``python -m evaluator build-data`` and ``python -m evaluator data-baselines`` (the text panel).
 
 build-data runs the task builders, writes ``registry/splits/<task>/<split>.jsonl`` and writes the
 tasks' entries (metadata, row counts, SHA-256) into the ``tasks:`` list of tasks.yaml; other
@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from evaluator.cli import command
+from evaluator.cli import command, summary
 from evaluator.errors import EvaluatorError
 
 log = logging.getLogger(__name__)
@@ -205,10 +205,11 @@ def update_tasks_yaml(path: Path, results: dict[str, dict]) -> None:
         by_id = {e["id"]: e for e in existing}
         for task_id, res in results.items():
             entry = task_entry(res["meta"], res["splits"], res)
-            # the behavioural readout (direction utility) is declared by hand next to the templates
+            # declared by hand next to the templates: the behavioural readout (direction utility)
+            # and the structured text baseline's features; text_baselines is written by data-baselines
             kept = {
                 k: by_id[task_id][k]
-                for k in ("readout", "readout_reason", "text_baselines")
+                for k in ("readout", "readout_reason", "text_baselines", "structured_baseline")
                 if k in by_id.get(task_id, {})
             }
             if kept:
@@ -380,22 +381,96 @@ def run_build_data(args: argparse.Namespace) -> dict:
 
 
 def _baseline_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", action="append", default=None, help="task id (repeatable; default: all)")
+    p.add_argument(
+        "--task", action="append", default=None, help="task id (repeatable with --write; default: all)"
+    )
+    p.add_argument("--model", default=None, help="base model whose rows an on-policy task is read from")
+    p.add_argument("--split", default="test", help="the split the panel is scored on (default: test)")
     p.add_argument("--registry", type=Path, default=None, help="project root holding tasks.yaml")
+    p.add_argument(
+        "--cache-dir", type=Path, default=None, help="model and activation cache (default: var/cache)"
+    )
+    p.add_argument(
+        "--no-encoder", action="store_true", help="leave out the sentence-encoder member (no model load)"
+    )
+    p.add_argument("--scores", action="store_true", help="include every member's per-example scores")
+    p.add_argument("--json", action="store_true", help="print JSON even on a terminal")
     p.add_argument(
         "--write",
         action="store_true",
-        help="store them in tasks.yaml as each task's text_baselines (what lift_over_text is measured against)",
+        help="store the bag-of-words and length baselines in tasks.yaml as each task's text_baselines"
+        " (what lift_over_text is measured against today); prints those instead of the panel",
     )
 
 
 @command("data-baselines", _baseline_args)
 def run_data_baselines(args: argparse.Namespace) -> dict:
+    """The text-baseline panel of one task (evaluator.text_panel); with ``--write``, the stored
+    bag-of-words and length baselines of the given (or all) tasks, as before."""
     from evaluator.builders.baselines import registry_text_baselines, text_baselines_write
     from evaluator.registry import default_root
 
     root = (args.registry or default_root()).resolve()
-    values = registry_text_baselines(root, args.task)
     if args.write:
+        values = registry_text_baselines(root, args.task)
         text_baselines_write(root / "tasks.yaml", values)
-    return values
+        return values
+    if not args.task or len(args.task) != 1:
+        raise EvaluatorError(
+            "data-baselines prints the text-baseline panel of one task: name it with --task"
+            " (--write stores the bag-of-words baselines of several)"
+        )
+    return data_baselines_panel(
+        root,
+        args.task[0],
+        model=args.model,
+        split=args.split,
+        cache_dir=args.cache_dir,
+        encoder=not args.no_encoder,
+        scores=args.scores,
+    )
+
+
+def data_baselines_panel(
+    root: Path,
+    task_id: str,
+    *,
+    model: str | None,
+    split: str = "test",
+    cache_dir: Path | None = None,
+    encoder: bool = True,
+    scores: bool = False,
+) -> dict[str, Any]:
+    """What ``data-baselines --task T [--model M]`` prints: every panel member's AUROC on ``split``
+    with its CI, CV AUROC and chosen hyperparameters, the strongest by CV AUROC on train, and the
+    bag-of-words number the board stores for comparison."""
+    from evaluator.cli import default_cache_dir
+    from evaluator.registry import load_registry
+    from evaluator.text_panel import encoder_embed, task_panel
+
+    registry = load_registry(root)
+    task = registry.task(task_id)
+    if not task.on_policy and model is not None:
+        model = None  # a task about its input text has one set of rows for every model
+    embed = encoder_embed(registry, cache_dir=cache_dir or default_cache_dir()) if encoder else None
+    result = task_panel(registry, task_id, model=model, splits=(split,), embed=embed)
+    stored = task.text_baseline(model, split)
+    return {
+        "task": task_id,
+        "model": model,
+        "text": "each row's text under the task's single template (the prompt the probes read; for an"
+        " on-policy task the model's answer is not part of it)",
+        **result.to_dict(split, scores=scores),
+        "board_bag_of_words": {"auroc": stored.get("bow_auroc"), "length_auroc": stored.get("length_auroc")},
+    }
+
+
+@summary("data-baselines")
+def data_baselines_summary(result: object) -> str:
+    from evaluator.text_panel import panel_table
+
+    if not isinstance(result, dict) or "baselines" not in result:
+        import json
+
+        return json.dumps(result, indent=2) + "\n"
+    return panel_table(result)
