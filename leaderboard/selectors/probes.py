@@ -14,7 +14,6 @@ from leaderboard.models import (
     Probe,
     ProbeVersion,
     Score,
-    Submission,
     Task,
     WeightsSpec,
 )
@@ -22,8 +21,6 @@ from leaderboard.policy import STABILITY_MIN_QUARTERS, spec_version_key
 from leaderboard.selectors.board import parse_ci, resolve_spec, weights_spec_list
 from leaderboard.selectors.progress import pending_axes
 from leaderboard.selectors.shared import ea_reference_version, tasks_applicable
-
-SCORED = Submission.Status.SCORED
 
 
 @dataclass
@@ -150,8 +147,8 @@ def probe_detail(*, slug: str, spec: str | None = None, version: int | None = No
         .prefetch_related(
             Prefetch(
                 "versions",
-                queryset=ProbeVersion.objects.select_related("submission", "license")
-                .filter(submission__status=SCORED)
+                queryset=ProbeVersion.objects.public()
+                .select_related("submission", "license")
                 .order_by("-number"),
             )
         )
@@ -230,7 +227,8 @@ def probe_detail(*, slug: str, spec: str | None = None, version: int | None = No
 def artifact_version_get(*, slug: str, number: int) -> ProbeVersion | None:
     """A publicly visible version (scored submission) whose artifact may be downloaded."""
     return (
-        ProbeVersion.objects.filter(probe__slug=slug, number=number, submission__status=SCORED)
+        ProbeVersion.objects.public()
+        .filter(probe__slug=slug, number=number)
         .only("artifact_path", "artifact_sha256", "number", "probe__slug")
         .select_related("probe")
         .first()
