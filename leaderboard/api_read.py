@@ -26,25 +26,22 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluator.registry import COMPONENTS
+from leaderboard.inputs import ProbeQueryInput, TaskListInput, board_query, query_parse
 from leaderboard.models import holdouts_map
 from leaderboard.presentation import POLICY
 from leaderboard.selectors.board import (
     BOARD_STATUSES,
     SORT_KEYS,
     Board,
-    BoardQuery,
-    BoardQueryError,
     board_details_attach,
     board_get,
-    board_query_from_params,
-    category_tabs,
     weights_spec_list,
 )
 from leaderboard.selectors.cycles import (
@@ -53,7 +50,7 @@ from leaderboard.selectors.cycles import (
     reevaluation_list,
     reference_update_list,
 )
-from leaderboard.selectors.probes import ea_reference_summary, probe_detail
+from leaderboard.selectors.probes import probe_detail
 from leaderboard.selectors.registry import base_model_list, category_list, task_list
 from leaderboard.selectors.submissions import submission_queue
 
@@ -75,18 +72,9 @@ class PublicReadApi(APIView):
     http_method_names = ["get", "head", "options"]
 
 
-def _board_query(request, **overrides) -> BoardQuery:
-    try:
-        return board_query_from_params(request.query_params, **overrides)
-    except BoardQueryError as exc:
-        raise ValidationError({exc.param: [exc.message]}) from None
-
-
-def _board(query: BoardQuery) -> Board:
-    try:
-        return board_get(query=query)
-    except BoardQueryError as exc:
-        raise ValidationError({exc.param: [exc.message]}) from None
+def _board(request) -> Board:
+    """The board a request's query string asks for (errors: the exception handler's 400)."""
+    return board_get(query=board_query(request.query_params))
 
 
 BOARD_PARAMETERS = [
@@ -272,7 +260,7 @@ class LeaderboardApi(PublicReadApi):
         responses=LeaderboardOutput,
     )
     def get(self, request):
-        board = _board(_board_query(request))
+        board = _board(request)
         paginator = BoardPagination()
         page = paginator.paginate_queryset(board.rows, request, view=self)
         board_details_attach(page)
@@ -419,7 +407,7 @@ class LeaderboardCsvApi(PublicReadApi):
         responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="one row per entry")},
     )
     def get(self, request):
-        board = _board(_board_query(request))
+        board = _board(request)
         entries = list(board.rows)  # every entry (ranked in the database or not): one query
         board_details_attach(entries)
         rows = LeaderboardRowOutput(entries, many=True).data
@@ -446,7 +434,7 @@ class LeaderboardJsonExportApi(PublicReadApi):
         responses=LeaderboardOutput,
     )
     def get(self, request):
-        board = _board(_board_query(request))
+        board = _board(request)
         entries = list(board.rows)
         board_details_attach(entries)
         data = _board_meta(board) | {
@@ -478,11 +466,7 @@ class CategoryListApi(PublicReadApi):
         operation_id="categories", summary="The eight categories", responses=CategoryOutput(many=True)
     )
     def get(self, request):
-        tabs = {t["slug"]: t["count"] for t in category_tabs()}
-        categories = category_list()
-        for c in categories:
-            c.n_probes = tabs.get(c.slug, 0)
-        return Response(CategoryOutput(categories, many=True).data)
+        return Response(CategoryOutput(category_list(), many=True).data)
 
 
 class SplitOutput(serializers.Serializer):
@@ -526,7 +510,7 @@ class TaskListApi(PublicReadApi):
         responses=TaskOutput(many=True),
     )
     def get(self, request):
-        category = (request.query_params.get("category") or "").strip() or None
+        category = query_parse(TaskListInput, request.query_params).get("category")
         return Response(TaskOutput(task_list(category=category), many=True).data)
 
 
@@ -736,21 +720,12 @@ class ProbeDetailApi(PublicReadApi):
         responses={200: ProbeOutput, 404: OpenApiResponse(description="no such public probe")},
     )
     def get(self, request, slug):
-        version = request.query_params.get("version")
-        if version is not None and not version.isdigit():
-            raise ValidationError({"version": ["must be a positive integer"]})
-        try:
-            detail = probe_detail(
-                slug=slug,
-                spec=request.query_params.get("spec") or None,
-                version=int(version) if version else None,
-            )
-        except BoardQueryError as exc:
-            raise ValidationError({exc.param: [exc.message]}) from None
+        params = query_parse(ProbeQueryInput, request.query_params)
+        detail = probe_detail(
+            slug=slug, spec=params.get("spec"), version=params.get("version"), ea_reference=True
+        )
         if detail is None:
             raise NotFound(f"no public probe {slug!r}")
-        detail.version_numbers = [v.number for v in detail.versions]
-        detail.ea_reference = ea_reference_summary(probe=detail.probe)
         return Response(ProbeOutput(detail).data)
 
 

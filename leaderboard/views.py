@@ -18,6 +18,8 @@ from django.views.decorators.http import conditional_page, require_safe
 
 from evaluator.registry import COMPONENTS
 from leaderboard import plots
+from leaderboard.errors import QueryError
+from leaderboard.inputs import CompareQueryInput, ProbeQueryInput, board_query, query_parse
 from leaderboard.presentation import (
     COLUMN_HELP,
     COMPONENT_LABELS,
@@ -30,13 +32,11 @@ from leaderboard.selectors import cycles, registry
 from leaderboard.selectors.board import (
     BOARD_STATUSES,
     Board,
-    BoardQueryError,
     board_details_attach,
     board_filter_choices,
     board_flat_columns,
     board_get,
     board_overview,
-    board_query_from_params,
     category_tabs,
 )
 from leaderboard.selectors.compare import SIDE_BY_SIDE, CompareQueryError, probes_compare, uncertainty_method
@@ -68,8 +68,26 @@ def public_page(view):
     return require_safe(conditional_page(wrapped))
 
 
-def _bad_request(request, exc: BoardQueryError):
-    return render(request, "leaderboard/error.html", {"message": exc.message, "param": exc.param}, status=400)
+def query_errors(**not_found: str | None):
+    """A page's answer to a ``QueryError`` (a malformed or unknown query parameter, spec or probe):
+    the 400 error page naming the parameter; a 404 for an error that is one (no such public probe)
+    and for the parameters named in ``not_found`` (parameter → the 404's message, None: the
+    error's own)."""
+
+    def decorate(view):
+        @wraps(view)
+        def wrapped(request, *args, **kwargs):
+            try:
+                return view(request, *args, **kwargs)
+            except QueryError as exc:
+                if exc.status_code == 404 or exc.param in not_found:
+                    raise Http404(not_found.get(exc.param) or exc.message) from None
+                context = {"message": exc.message, "param": exc.param}
+                return render(request, "leaderboard/error.html", context, status=400)
+
+        return wrapped
+
+    return decorate
 
 
 def _with(params, **changes) -> str:
@@ -148,11 +166,9 @@ def _board_context(request, board: Board) -> dict:
 
 
 @public_page
+@query_errors()
 def index(request):
-    try:
-        spec, specs, summaries = board_overview(spec=request.GET.get("spec") or None)
-    except BoardQueryError as exc:
-        return _bad_request(request, exc)
+    spec, specs, summaries = board_overview(spec=request.GET.get("spec") or None)
     return render(
         request,
         "leaderboard/index.html",
@@ -167,14 +183,9 @@ def index(request):
 
 
 @public_page
+@query_errors(category=None)
 def category(request, slug):
-    try:
-        query = board_query_from_params(request.GET, category=slug)
-        board = board_get(query=query)
-    except BoardQueryError as exc:
-        if exc.param == "category":
-            raise Http404(exc.message) from None
-        return _bad_request(request, exc)
+    board = board_get(query=board_query(request.GET, category=slug))
     context = _board_context(request, board) | {
         "tabs": category_tabs(),
         "current": slug,
@@ -230,16 +241,10 @@ def _steer_charts(measurements: dict) -> dict:
 
 
 @public_page
+@query_errors(version="no such version")
 def probe(request, slug):
-    version = request.GET.get("version")
-    if version is not None and not version.isdigit():
-        raise Http404("no such version")
-    try:
-        detail = probe_detail(
-            slug=slug, spec=request.GET.get("spec") or None, version=int(version) if version else None
-        )
-    except BoardQueryError as exc:
-        return _bad_request(request, exc)
+    params = query_parse(ProbeQueryInput, request.GET)
+    detail = probe_detail(slug=slug, spec=params.get("spec"), version=params.get("version"))
     if detail is None:
         raise Http404("no public probe with this id")
     roc = {r.task: r.result["roc"] for r in detail.results if r.result.get("roc")}
@@ -354,24 +359,17 @@ COMPARE_OVERALL = (
 
 
 @public_page
+@query_errors()
 def compare(request):
     """Two probes side by side: ``?a=SLUG&b=SLUG`` or, from a board, the two ticked rows ``?p=…&p=…``."""
-    params = request.GET
+    params = query_parse(CompareQueryInput, request.GET)
     a, b = params.get("a"), params.get("b")
-    picked = [p for p in params.getlist("p") if p]
+    picked = [p for p in request.GET.getlist("p") if p]
     if not (a or b) and picked:
         if len(picked) != 2:
-            exc = CompareQueryError(f"tick exactly two probes to compare ({len(picked)} ticked)", param="p")
-            return _bad_request(request, exc)
+            raise CompareQueryError(f"tick exactly two probes to compare ({len(picked)} ticked)", param="p")
         a, b = picked
-    try:
-        c = probes_compare(a=a, b=b, spec=params.get("spec") or None)
-    except CompareQueryError as exc:
-        if exc.status == 404:
-            raise Http404(exc.message) from None
-        return _bad_request(request, exc)
-    except BoardQueryError as exc:
-        return _bad_request(request, exc)
+    c = probes_compare(a=a, b=b, spec=params.get("spec"))
     charts = [
         plots.roc_svg(
             {f"A · {c.a.probe.name}": t.a["roc"], f"B · {c.b.probe.name}": t.b["roc"]},

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -28,6 +28,7 @@ from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, Lower
 
 from evaluator.registry import COMPONENTS, EVAL_AWARENESS
+from leaderboard.errors import QueryError
 from leaderboard.models import (
     BaseModel,
     Category,
@@ -59,13 +60,8 @@ UTILITY_KEY = "direction_utility"
 BOARD_STATUSES = ("active", "deprecated")
 
 
-class BoardQueryError(ValueError):
+class BoardQueryError(QueryError):
     """A board request that names something that does not exist or is malformed."""
-
-    def __init__(self, message: str, *, param: str):
-        super().__init__(message)
-        self.message = message
-        self.param = param
 
 
 def weights_spec_list() -> list[WeightsSpec]:
@@ -103,39 +99,6 @@ class BoardQuery:
         if self.direction:
             return self.direction == "desc"
         return self.sort not in ("name", "model")
-
-
-def _flag(value: str | None, *, param: str) -> bool:
-    if value in (None, "", "0", "false", "False", "off", "no"):
-        return False
-    if value in ("1", "true", "True", "on", "yes"):
-        return True
-    raise BoardQueryError(f"{param} must be true or false, got {value!r}", param=param)
-
-
-def board_query_from_params(params: Mapping[str, str], *, category: str | None = None) -> BoardQuery:
-    """Parse and check the board's query string (shared by the page, the API and the exports)."""
-    sort = (params.get("sort") or "score").strip()
-    if sort not in SORT_KEYS:
-        raise BoardQueryError(f"unknown sort key {sort!r}; accepted: {', '.join(SORT_KEYS)}", param="sort")
-    direction = (params.get("dir") or "").strip()
-    if direction not in ("", "asc", "desc"):
-        raise BoardQueryError("dir must be asc or desc", param="dir")
-    status = (params.get("status") or "").strip() or None
-    if status is not None and status not in BOARD_STATUSES:
-        raise BoardQueryError(f"status must be one of {', '.join(BOARD_STATUSES)}", param="status")
-    return BoardQuery(
-        category=category if category is not None else ((params.get("category") or "").strip() or None),
-        spec=(params.get("spec") or "").strip() or None,
-        compare=(params.get("compare") or "").strip() or None,
-        model=(params.get("model") or "").strip() or None,
-        license=(params.get("license") or "").strip() or None,
-        status=status,
-        measured_only=_flag(params.get("measured_only"), param="measured_only"),
-        q=(params.get("q") or "").strip()[:100],
-        sort=sort,
-        direction=direction,
-    )
 
 
 _INDEX = {name: i for i, name in enumerate(COMPONENTS)}

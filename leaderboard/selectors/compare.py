@@ -37,11 +37,7 @@ SIDE_BY_SIDE = (
 
 
 class CompareQueryError(BoardQueryError):
-    """A compare request naming no probe, the same probe twice, or one that is not public."""
-
-    def __init__(self, message: str, *, param: str, status: int = 400):
-        super().__init__(message, param=param)
-        self.status = status
+    """A compare request naming no probe, the same probe twice, or one that is not public (404)."""
 
 
 @dataclass

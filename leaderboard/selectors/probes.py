@@ -101,6 +101,13 @@ class ProbeDetail:
     not_applicable: dict[str, str] = field(default_factory=dict)
     #: its axes still being measured (selectors.progress): [PendingAxis]
     pending_axes: list = field(default_factory=list)
+    #: the eval-awareness reference its auroc_ea is measured against (ea_reference_summary); read
+    #: only when asked for (the probe API)
+    ea_reference: dict | None = None
+
+    @property
+    def version_numbers(self) -> list[int]:
+        return [v.number for v in self.versions]
 
     @property
     def ea_not_applicable(self) -> bool:
@@ -138,10 +145,12 @@ def ea_reference_summary(*, probe: Probe) -> dict | None:
     return {"probe": ref.probe.slug, "version": ref.number, "artifact_sha256": ref.artifact_sha256}
 
 
-def probe_detail(*, slug: str, spec: str | None = None, version: int | None = None) -> ProbeDetail | None:
-    """A probe with a public version: its metadata, scores, per-task results, history and records.
-    None when the probe does not exist or has no scored version. Raises BoardQueryError on an
-    unknown spec."""
+def probe_detail(
+    *, slug: str, spec: str | None = None, version: int | None = None, ea_reference: bool = False
+) -> ProbeDetail | None:
+    """A probe with a public version: its metadata, scores, per-task results, history and records
+    (with ``ea_reference``, the eval-awareness reference it is measured against). None when the
+    probe does not exist or has no scored version. Raises BoardQueryError on an unknown spec."""
     probe = (
         Probe.objects.select_related("category", "base_model", "owner")
         .prefetch_related(
@@ -221,6 +230,7 @@ def probe_detail(*, slug: str, spec: str | None = None, version: int | None = No
         model_names=model_names,
         not_applicable=dict(sorted(tasks_applicable(version=chosen)[1].items())),
         pending_axes=pending_axes(version_ids=[chosen.pk]).get(chosen.pk, []),
+        ea_reference=ea_reference_summary(probe=probe) if ea_reference else None,
     )
 
 

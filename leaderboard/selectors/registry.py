@@ -27,6 +27,7 @@ from leaderboard.selectors.board import (
     JsonPaths,
     board_get,
     board_rows,
+    category_tabs,
     json_list,
     parse_ci,
     weights_spec_list,
@@ -36,7 +37,13 @@ SPLIT_ORDER = ("train", "test", "distshift", "holdout_pool")
 
 
 def category_list() -> list[Category]:
-    return list(Category.objects.annotate(n_tasks=Count("tasks")).order_by("order"))
+    """The categories with ``n_tasks`` and ``n_probes`` (probes with a public version, from the
+    cached category tabs)."""
+    counts = {t["slug"]: t["count"] for t in category_tabs()}
+    categories = list(Category.objects.annotate(n_tasks=Count("tasks")).order_by("order"))
+    for c in categories:
+        c.n_probes = counts.get(c.slug, 0)
+    return categories
 
 
 def task_list(*, category: str | None = None) -> list[Task]:
