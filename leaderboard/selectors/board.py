@@ -1,5 +1,9 @@
 """Reads for the board (the index and category pages, the leaderboard API and exports): the
-latest scored version of each probe with a Score under the requested weights spec, ranked."""
+latest scored version of each probe with a Score under the requested weights spec, ranked.
+
+Which Scores are on a board and in what order is written once, in leaderboard.models
+(``ProbeVersion.objects.public()``, ``Score.objects.on_board()``, ``Score.objects.ranked()``);
+this module reads them into ``BoardRow``s, built by field name."""
 
 from __future__ import annotations
 
@@ -501,15 +505,14 @@ def board_intervals_attach(rows: list[BoardRow]) -> None:
 
 
 class RankedRows(Sequence):
-    """A board ranked in the database: ``len()`` counts the entries, a slice fetches one page.
+    """A board read a page at a time: ``len()`` counts the entries, a slice fetches one page.
 
-    Each page is one query: the entries (the latest public version of each probe with a Score
-    under the spec) filtered as the board is, numbered by a window function over the norm-2 key
-    (``models.score_ranking_key``: the total without the license contribution, then the total,
-    then the slug), ordered and cut with LIMIT/OFFSET — so only the shown rows leave the database.
-    On PostgreSQL the default order reads the ``score_board_key`` index from the top and stops at
-    the page; other column sorts still rank every entry in the database. Active entries are
-    ranked; deprecated ones follow, unranked (as :func:`rank_rows` does).
+    Each page is one query: the entries (``Score.objects.on_board``) filtered as the board is,
+    numbered by the board's ranker (``Score.objects.ranked``: a window function over the norm-2
+    key, ``models.board_rank_order``), ordered and cut with LIMIT/OFFSET — so only the shown rows
+    leave the database. On PostgreSQL the default order reads the ``score_board_key`` index from
+    the top and stops at the page; other column sorts still rank every entry in the database.
+    Active entries are ranked; deprecated ones follow, unranked (as :func:`board_rows` does).
     """
 
     def __init__(self, *, spec: WeightsSpec, query: BoardQuery):
@@ -670,9 +673,10 @@ def board_flat_columns(board: Board) -> dict[str, dict]:
 
 
 def board_ranked_in_database(query: BoardQuery, *, values: bool) -> bool:
-    """Whether the board can be ranked in the database: the default ranking, with no text search
-    (which filters after ranking) and no compared spec; the measured-only ranking, a search and a
-    spec comparison rank the entries in Python (:func:`rank_rows`)."""
+    """Whether the board can be read a page at a time (:class:`RankedRows`): the default ranking,
+    with no text search (which filters after ranking) and no compared spec; the measured-only
+    ranking, a search and a spec comparison read every ranked entry (:func:`board_rows`), ranked by
+    the same ranker in the database, and filter or compare them in Python."""
     return not (values or query.measured_only or query.q or query.compare or query.sort == "measured")
 
 
