@@ -1,6 +1,6 @@
 """Errors the leaderboard services and selectors raise. Each carries its status code: the API's one
-exception handler (leaderboard/api_errors.py) and the pages' ``query_errors`` decorator
-(leaderboard/views.py) answer them, no view maps one by hand."""
+exception handler (leaderboard/api/errors.py) and the pages' ``query_errors`` decorator
+(leaderboard/web/views.py) answer them, no view maps one by hand."""
 
 
 class ServiceError(Exception):

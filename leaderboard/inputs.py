@@ -1,6 +1,6 @@
 """The query parameters of the public reads, parsed by input serializers: one parser per family of
-requests, shared by the pages (leaderboard.views) and the read API (leaderboard.api_read,
-leaderboard.api_compare).
+requests, shared by the pages (leaderboard.web.views) and the read API (leaderboard.api.read,
+leaderboard.api.compare).
 
 ``query_parse`` raises ``errors.QueryError`` naming the first parameter at fault (in field order),
 which the API's exception handler answers as a 400 with ``{"error", "field"}`` and the pages'

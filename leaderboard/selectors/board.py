@@ -46,7 +46,7 @@ from leaderboard.models import (
     board_rank_order,
     measured_ranking_annotations,
 )
-from leaderboard.policy import STABILITY_MIN_QUARTERS, spec_version_key
+from leaderboard.policy import PUBLIC_MAX_AGE_S, STABILITY_MIN_QUARTERS, spec_version_key
 from leaderboard.presentation import COMPONENT_LABELS, COMPONENT_SHORT, FLAT_TOLERANCE
 
 SORT_KEYS = ("score", "measured", "name", "model", *COMPONENTS, "recall", "lift", "utility")
@@ -602,7 +602,7 @@ class RankedRows(Sequence):
 
 #: How long a board count may be served from the cache: as long as the page itself may be cached
 #: by anyone (the public pages' and the API's ``Cache-Control: max-age``).
-BOARD_COUNT_TTL_S = 60
+BOARD_COUNT_TTL_S = PUBLIC_MAX_AGE_S
 
 
 def board_stamp() -> str:

@@ -390,7 +390,7 @@ def test_the_board_runs_a_constant_number_of_queries(client, registry, django_as
 
 
 def test_pagination_keeps_the_filters(client, registry, settings):
-    from leaderboard import views
+    from leaderboard.web import views
 
     ensure_models()
     original = views.BOARD_PAGE_SIZE

@@ -10,9 +10,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from leaderboard import models as m
 from evaluator.registry import COMPONENTS
 from evaluator.scoring import ranking_key
+from leaderboard import models as m
 from leaderboard.selectors.board import (
     BoardQuery,
     BoardRow,

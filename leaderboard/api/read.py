@@ -14,9 +14,6 @@ import json
 
 from django.http import HttpResponse
 from django.urls import reverse
-from django.utils.decorators import method_decorator
-from django.views.decorators.cache import cache_control
-from django.views.decorators.http import conditional_page
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -33,6 +30,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluator.registry import COMPONENTS
+from leaderboard.http import public_cache
 from leaderboard.inputs import ProbeQueryInput, TaskListInput, board_query, query_parse
 from leaderboard.models import holdouts_map
 from leaderboard.presentation import POLICY
@@ -53,15 +51,6 @@ from leaderboard.selectors.cycles import (
 from leaderboard.selectors.probes import probe_detail
 from leaderboard.selectors.registry import base_model_list, category_list, task_list
 from leaderboard.selectors.submissions import submission_queue
-
-PUBLIC_MAX_AGE = 60
-
-
-def public_read(view_class):
-    """Cache headers and ETag/304 handling on every GET of a public read view."""
-    for decorator in (conditional_page, cache_control(public=True, max_age=PUBLIC_MAX_AGE)):
-        view_class.dispatch = method_decorator(decorator)(view_class.dispatch)
-    return view_class
 
 
 class PublicReadApi(APIView):
@@ -247,7 +236,7 @@ class BoardPagination(LimitOffsetPagination):
 # --------------------------------------------------------------------------- board
 
 
-@public_read
+@public_cache
 class LeaderboardApi(PublicReadApi):
     @extend_schema(
         operation_id="leaderboard",
@@ -398,7 +387,7 @@ def _export_filename(board: Board, ext: str) -> str:
     return f"probebench-{scope}-{board.spec.version}.{ext}"
 
 
-@public_read
+@public_cache
 class LeaderboardCsvApi(PublicReadApi):
     @extend_schema(
         operation_id="leaderboard_csv",
@@ -423,7 +412,7 @@ class LeaderboardCsvApi(PublicReadApi):
         return response
 
 
-@public_read
+@public_cache
 class LeaderboardJsonExportApi(PublicReadApi):
     renderer_classes = [JSONRenderer]
 
@@ -460,7 +449,7 @@ class CategoryOutput(serializers.Serializer):
     url = serializers.CharField(source="get_absolute_url")
 
 
-@public_read
+@public_cache
 class CategoryListApi(PublicReadApi):
     @extend_schema(
         operation_id="categories", summary="The eight categories", responses=CategoryOutput(many=True)
@@ -501,7 +490,7 @@ class TaskOutput(serializers.Serializer):
     url = serializers.CharField(source="get_absolute_url")
 
 
-@public_read
+@public_cache
 class TaskListApi(PublicReadApi):
     @extend_schema(
         operation_id="tasks",
@@ -530,7 +519,7 @@ class BaseModelOutput(serializers.Serializer):
     url = serializers.CharField(source="get_absolute_url")
 
 
-@public_read
+@public_cache
 class BaseModelListApi(PublicReadApi):
     @extend_schema(
         operation_id="models", summary="Base models the workers run", responses=BaseModelOutput(many=True)
@@ -548,7 +537,7 @@ class WeightsSpecOutput(serializers.Serializer):
     sha256 = serializers.CharField()
 
 
-@public_read
+@public_cache
 class WeightsSpecListApi(PublicReadApi):
     @extend_schema(
         operation_id="specs",
@@ -708,7 +697,7 @@ class ProbeOutput(serializers.Serializer):
         return [a.to_dict() for a in detail.pending_axes]
 
 
-@public_read
+@public_cache
 class ProbeDetailApi(PublicReadApi):
     @extend_schema(
         operation_id="probe",
@@ -742,7 +731,7 @@ class CycleOutput(serializers.Serializer):
     url = serializers.CharField(source="get_absolute_url")
 
 
-@public_read
+@public_cache
 class ReevaluationListApi(PublicReadApi):
     @extend_schema(
         operation_id="reevaluations",
@@ -786,7 +775,7 @@ def _public_holdouts(holdouts: dict) -> dict:
     return holdouts_map(holdouts, lambda entry: {k: v for k, v in entry.items() if k != "ids"})
 
 
-@public_read
+@public_cache
 class ReevaluationDetailApi(PublicReadApi):
     @extend_schema(
         operation_id="reevaluation",
@@ -827,7 +816,7 @@ class ReferenceUpdateOutput(serializers.Serializer):
     diff = ReferenceUpdateEntryOutput(many=True, help_text="every dependent entry, before and after")
 
 
-@public_read
+@public_cache
 class ReferenceUpdateListApi(PublicReadApi):
     @extend_schema(
         operation_id="reference_updates",
@@ -846,7 +835,7 @@ class LeakagePublicOutput(LeakageOutput):
         return reverse("leaderboard:probe", args=[record.probe.slug]) if record.probe_public else None
 
 
-@public_read
+@public_cache
 class LeakageListApi(PublicReadApi):
     @extend_schema(
         operation_id="leakage",
@@ -870,7 +859,7 @@ class QueueEntryOutput(serializers.Serializer):
     overdue = serializers.BooleanField(help_text="older than the review goal")
 
 
-@public_read
+@public_cache
 class QueueApi(PublicReadApi):
     @extend_schema(
         operation_id="queue",

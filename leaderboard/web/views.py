@@ -13,12 +13,10 @@ from django.conf import settings
 from django.core.paginator import Paginator
 from django.http import FileResponse, Http404
 from django.shortcuts import render
-from django.utils.cache import patch_cache_control
-from django.views.decorators.http import conditional_page, require_safe
 
 from evaluator.registry import COMPONENTS
-from leaderboard import plots
 from leaderboard.errors import QueryError
+from leaderboard.http import public_cache
 from leaderboard.inputs import CompareQueryInput, ProbeQueryInput, board_query, query_parse
 from leaderboard.presentation import (
     COLUMN_HELP,
@@ -50,22 +48,9 @@ from leaderboard.selectors.probes import artifact_version_get, probe_detail
 from leaderboard.selectors.progress import board_pending_attach, failures_public, pending_by_category
 from leaderboard.selectors.registry import base_model_detail, base_model_list, task_detail
 from leaderboard.selectors.submissions import submission_queue
+from leaderboard.web import plots
 
-PUBLIC_MAX_AGE = 60
 BOARD_PAGE_SIZE = 50
-
-
-def public_page(view):
-    """GET/HEAD only, ``Cache-Control: public, max-age=…`` and ETag / 304 on every response."""
-
-    @wraps(view)
-    def wrapped(request, *args, **kwargs):
-        response = view(request, *args, **kwargs)
-        if response.status_code == 200:
-            patch_cache_control(response, public=True, max_age=PUBLIC_MAX_AGE)
-        return response
-
-    return require_safe(conditional_page(wrapped))
 
 
 def query_errors(**not_found: str | None):
@@ -165,7 +150,7 @@ def _board_context(request, board: Board) -> dict:
 # --------------------------------------------------------------------------- board
 
 
-@public_page
+@public_cache
 @query_errors()
 def index(request):
     spec, specs, summaries = board_overview(spec=request.GET.get("spec") or None)
@@ -182,7 +167,7 @@ def index(request):
     )
 
 
-@public_page
+@public_cache
 @query_errors(category=None)
 def category(request, slug):
     board = board_get(query=board_query(request.GET, category=slug))
@@ -240,7 +225,7 @@ def _steer_charts(measurements: dict) -> dict:
     }
 
 
-@public_page
+@public_cache
 @query_errors(version="no such version")
 def probe(request, slug):
     params = query_parse(ProbeQueryInput, request.GET)
@@ -275,6 +260,7 @@ def probe(request, slug):
     )
 
 
+@public_cache(max_age=86400, immutable=True, etag=False)
 def artifact(request, slug, number):
     """The artifact of a public version, as bytes (never for unscored, failed or rejected ones)."""
     version = artifact_version_get(slug=slug, number=number)
@@ -292,17 +278,13 @@ def artifact(request, slug, number):
     )
     response["ETag"] = f'"{version.artifact_sha256}"'
     response["X-Artifact-SHA256"] = version.artifact_sha256
-    patch_cache_control(response, public=True, max_age=86400, immutable=True)
     return response
-
-
-artifact = require_safe(artifact)
 
 
 # --------------------------------------------------------------------------- registry pages
 
 
-@public_page
+@public_cache
 def task_list(request):
     return render(
         request,
@@ -311,7 +293,7 @@ def task_list(request):
     )
 
 
-@public_page
+@public_cache
 def task(request, slug):
     detail = task_detail(slug=slug)
     if detail is None:
@@ -319,12 +301,12 @@ def task(request, slug):
     return render(request, "leaderboard/task.html", {"d": detail})
 
 
-@public_page
+@public_cache
 def model_list(request):
     return render(request, "leaderboard/model_list.html", {"models": base_model_list()})
 
 
-@public_page
+@public_cache
 def model(request, slug):
     detail = base_model_detail(slug=slug)
     if detail is None:
@@ -332,7 +314,7 @@ def model(request, slug):
     return render(request, "leaderboard/model.html", {"d": detail, "board": detail.board})
 
 
-@public_page
+@public_cache
 def methodology(request):
     columns = [{"key": key, **help} for key, help in COLUMN_HELP.items()]
     context = registry.methodology() | {
@@ -358,7 +340,7 @@ COMPARE_OVERALL = (
 )
 
 
-@public_page
+@public_cache
 @query_errors()
 def compare(request):
     """Two probes side by side: ``?a=SLUG&b=SLUG`` or, from a board, the two ticked rows ``?p=…&p=…``."""
@@ -396,7 +378,7 @@ def compare(request):
 # --------------------------------------------------------------------------- cycles, leakage, queue
 
 
-@public_page
+@public_cache
 def reevaluation_list(request):
     return render(
         request,
@@ -405,7 +387,7 @@ def reevaluation_list(request):
     )
 
 
-@public_page
+@public_cache
 def reference_update(request, pk):
     update = reference_update_get(pk=pk)
     if update is None:
@@ -413,7 +395,7 @@ def reference_update(request, pk):
     return render(request, "leaderboard/reference_update.html", {"update": update})
 
 
-@public_page
+@public_cache
 def reevaluation(request, quarter):
     found = reevaluation_detail(quarter=quarter)
     if found is None:
@@ -427,12 +409,12 @@ def reevaluation(request, quarter):
     )
 
 
-@public_page
+@public_cache
 def leakage(request):
     return render(request, "leaderboard/leakage.html", {"records": leakage_public_list()})
 
 
-@public_page
+@public_cache
 def queue(request):
     return render(
         request,

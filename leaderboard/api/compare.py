@@ -8,7 +8,8 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from leaderboard.api_read import PublicReadApi, public_read
+from leaderboard.api.read import PublicReadApi
+from leaderboard.http import public_cache
 from leaderboard.inputs import CompareQueryInput, query_parse
 from leaderboard.selectors.compare import SIDE_BY_SIDE, probes_compare
 
@@ -87,7 +88,7 @@ class CompareOutput(serializers.Serializer):
     tasks = TaskComparisonOutput(many=True)
 
 
-@public_read
+@public_cache
 class CompareApi(PublicReadApi):
     @extend_schema(
         operation_id="compare",
