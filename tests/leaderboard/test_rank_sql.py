@@ -160,3 +160,17 @@ def test_the_count_cache_key_is_a_hash_of_the_filters(board, recwarn):
     got = board_get(query=BoardQuery(category="hallucination", license=garbage))
     assert got.ranked_count == 0
     assert not [w for w in recwarn if issubclass(w.category, CacheKeyWarning)]
+
+
+def test_every_board_path_filters_the_latest_version(board):
+    """A filter on a version's field (the license) applies to each probe's latest public version on
+    every path: a probe whose latest version has another license is not on the board, whether the
+    board is read a page at a time or whole (a search, a spec comparison)."""
+    # p-f: v1 under Apache-2.0 (the fixture's default), v2 (the latest) under another license
+    assert m.ProbeVersion.objects.get(probe__slug="p-f", number=2).license_id == "Apache-2.0"
+    m.ProbeVersion.objects.filter(probe__slug="p-f", number=2).update(license_id="MIT")
+    for extra in ({}, {"q": "p-"}, {"measured_only": True}):
+        rows = list(board_get(query=BoardQuery(category="hallucination", license="Apache-2.0", **extra)).rows)
+        assert "p-f" not in [r.probe for r in rows], extra
+        rows = list(board_get(query=BoardQuery(category="hallucination", license="MIT", **extra)).rows)
+        assert [(r.probe, r.version) for r in rows if r.probe == "p-f"] == [("p-f", 2)], extra
