@@ -1,4 +1,6 @@
-"""Errors the leaderboard services raise. Views and API map them to status codes."""
+"""Errors the leaderboard services and selectors raise. Each carries its status code: the API's one
+exception handler (leaderboard/api/errors.py) and the pages' ``query_errors`` decorator
+(leaderboard/web/views.py) answer them, no view maps one by hand."""
 
 
 class ServiceError(Exception):
@@ -27,6 +29,19 @@ class ArtifactTooLarge(ServiceError):
 
 class Conflict(ServiceError):
     status_code = 409
+
+
+class QueryError(ServiceError):
+    """A read request (query parameters, a weights spec, a probe) that names something that does
+    not exist or is malformed; ``param`` is the parameter at fault. Selectors raise it."""
+
+    def __init__(self, message: str, *, param: str, status: int = 400):
+        super().__init__(message, field=param)
+        self.status_code = status
+
+    @property
+    def param(self) -> str:
+        return self.field or ""
 
 
 class InfrastructureFault(Exception):

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import BooleanField, Exists, ExpressionWrapper, F, OuterRef, Q, Window
+from django.db.models.functions import RowNumber
 from django.urls import reverse
 from django.utils import timezone
 
@@ -177,6 +178,120 @@ class TaskSplit(models.Model):
         )
 
 
+# --------------------------------------------------------------------------- the board, named once
+# "A probe version is public once its submission is scored", "the latest public version of a
+# probe" and "the board's entries" are defined here and nowhere else; selectors and services read
+# them through ``ProbeVersion.objects`` and ``Score.objects``.
+
+
+def public_q(via: str = "") -> Q:
+    """The condition that a probe version is public (its submission is scored), on ProbeVersion
+    or on rows that reach one through ``via`` (``"probe_version__"`` for Scores)."""
+    return Q(**{f"{via}submission__status": Submission.Status.SCORED})
+
+
+class ProbeVersionQuerySet(models.QuerySet):
+    def public(self):
+        """Versions whose submission is scored: the only ones a page, the API or an export shows."""
+        return self.filter(public_q())
+
+    def latest_per_probe(self, *, spec=None):
+        """Each probe's newest public version; with ``spec``, the newest that has a Score under it."""
+        newer = ProbeVersion.objects.public().filter(
+            probe_id=OuterRef("probe_id"), number__gt=OuterRef("number")
+        )
+        qs = self.public()
+        if spec is not None:
+            newer, qs = newer.filter(scores__spec=spec), qs.filter(scores__spec=spec)
+        return qs.filter(~Exists(newer))
+
+
+class ScoreQuerySet(models.QuerySet):
+    def public(self):
+        """Scores of public versions."""
+        return self.filter(public_q("probe_version__"))
+
+    def on_board(self, *, spec, filters: Q | None = None):
+        """The board's entries under ``spec``: the Score of each probe's newest public version
+        that has a Score under it, with ``filters`` (on Score rows) applied after that choice."""
+        newer = ProbeVersion.objects.public().filter(
+            probe_id=OuterRef("probe_version__probe_id"),
+            number__gt=OuterRef("probe_version__number"),
+            scores__spec=spec,
+        )
+        qs = self.public().filter(spec=spec)
+        if filters is not None:
+            qs = qs.filter(filters)
+        return qs.filter(~Exists(newer))
+
+    def ranked(self, *, weights: dict, measured_only: bool = False, split: bool = True):
+        """The board's ranking, the one ranker: ``board_rank`` numbers the entries 1, 2, ... in
+        :func:`board_rank_order` (``weights``: the spec's, for the measured-only ranking); with
+        ``split``, the active entries and the deprecated ones each among themselves."""
+        is_deprecated = ExpressionWrapper(
+            Q(probe_version__probe__status=Probe.Status.DEPRECATED), BooleanField()
+        )
+        qs = self.annotate(is_deprecated=is_deprecated)
+        if measured_only:
+            qs = qs.annotate(**measured_ranking_annotations(weights))
+        order = board_rank_order(measured_only)
+        window = (
+            Window(RowNumber(), partition_by=[F("is_deprecated")], order_by=order)
+            if split
+            else Window(RowNumber(), order_by=order)
+        )
+        return qs.annotate(board_rank=window)
+
+
+def board_rank_order(measured_only: bool = False, *, descending: bool = True) -> list:
+    """Norm 2, the order every board is ranked in: the ProbeScore without the license
+    contribution (rounded, so float noise ties), then the total, then the probe id. Measured-only:
+    the same on the measured-only total (needs :func:`measured_ranking_annotations`)."""
+    if measured_only:
+        key, total = F("measured_key"), F("measured_rank_total")
+    else:
+        key, total = score_ranking_key(), F("total")
+    slug = F("probe_version__probe__slug")
+    if descending:
+        return [key.desc(nulls_last=True), total.desc(nulls_last=True), slug.asc()]
+    return [key.asc(nulls_first=True), total.asc(nulls_first=True), slug.desc()]
+
+
+def measured_ranking_annotations(weights: dict) -> dict:
+    """``measured_key`` and ``measured_rank_total``: norm 2 on the measured-only total, where
+    the license contribution is scaled by the weight of the measured components (null, ranked
+    last, when nothing is measured)."""
+    from django.db.models import Case, Expression, FloatField, Value, When
+    from django.db.models.fields.json import KeyTextTransform, KeyTransform
+    from django.db.models.functions import Cast, Round
+
+    from evaluator.registry import COMPONENTS
+
+    measured_weight: Expression = Value(0.0, output_field=FloatField())
+    for name in COMPONENTS:
+        measured = Q(**{f"components__{name}__value__isnull": False}) & ~Q(
+            **{f"components__{name}__imputed": True}
+        )
+        measured_weight = measured_weight + Case(
+            When(measured, then=Value(float(weights.get(name, 0.0)))),
+            default=Value(0.0),
+            output_field=FloatField(),
+        )
+    contribution = Cast(KeyTextTransform("contribution", KeyTransform("license", "components")), FloatField())
+    ok = Q(measured_total__isnull=False) & Q(measured_weight__gt=0)
+    return {
+        "measured_weight": measured_weight,
+        "measured_key": Case(
+            When(ok, then=Round(F("measured_total") - contribution / F("measured_weight"), 12)),
+            default=None,
+            output_field=FloatField(),
+        ),
+        "measured_rank_total": Case(
+            When(ok, then=F("measured_total")), default=None, output_field=FloatField()
+        ),
+    }
+
+
 # --------------------------------------------------------------------------- probes
 
 
@@ -267,6 +382,8 @@ class ProbeVersion(models.Model):
     #: install put the file under the system account (its submission is rejected with the reason)
     displaced_by_reference = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ProbeVersionQuerySet.as_manager()
 
     class Meta:
         ordering = ["probe", "-number"]
@@ -562,6 +679,8 @@ class Score(models.Model):
     #: the environment of the probe's score runs (evaluator.environment), as recorded on them
     environment = models.JSONField(default=dict, blank=True)
     computed_at = models.DateTimeField(default=timezone.now)
+
+    objects = ScoreQuerySet.as_manager()
 
     class Meta:
         ordering = ["-total"]

@@ -7,6 +7,9 @@ No database access here: constants and small pure functions only.
 
 from __future__ import annotations
 
+#: how long anyone may cache a public page or read API answer (``Cache-Control: max-age``); the
+#: board's count cache lives as long (selectors.board)
+PUBLIC_MAX_AGE_S = 60
 #: attempts of one evaluation run before an infrastructure fault fails it (Celery retries up to it)
 MAX_ATTEMPTS = 3
 #: the splits a probe is scored on, where the task has them

@@ -274,7 +274,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     # One error body for every /api/v1 endpoint: {"error": "...", "field": "..." | null}
-    "EXCEPTION_HANDLER": "leaderboard.api_errors.api_exception_handler",
+    "EXCEPTION_HANDLER": "leaderboard.api.errors.api_exception_handler",
     # The client of a throttle (and of the login lockout) is REMOTE_ADDR unless proxies are declared:
     # a client-sent X-Forwarded-For is then ignored, so forging one does not reset a limit.
     "NUM_PROXIES": envint("PROBEBENCH_NUM_PROXIES", "0"),
@@ -299,7 +299,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "leaderboard.api_errors.schema_error_responses",
+        "leaderboard.api.errors.schema_error_responses",
     ],
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,

@@ -8,8 +8,8 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("leaderboard/favicon.svg"), permanent=True)),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
-    path("api/", include("leaderboard.api_read_urls")),
-    path("api/v1/", include(("leaderboard.api_write_urls", "api-write"))),
-    path("", include("leaderboard.submit_urls")),
-    path("", include("leaderboard.urls")),
+    path("api/", include("leaderboard.api.read_urls")),
+    path("api/v1/", include(("leaderboard.api.write_urls", "api-write"))),
+    path("", include("leaderboard.web.submit_urls")),
+    path("", include("leaderboard.web.urls")),
 ]

@@ -1,25 +1,24 @@
 """Reads for the board (the index and category pages, the leaderboard API and exports): the
-latest scored version of each probe with a Score under the requested weights spec, ranked."""
+latest scored version of each probe with a Score under the requested weights spec, ranked.
+
+Which Scores are on a board and in what order is written once, in leaderboard.models
+(``ProbeVersion.objects.public()``, ``Score.objects.on_board()``, ``Score.objects.ranked()``);
+this module reads them into ``BoardRow``s, built by field name."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
 
 from django.core.cache import cache
 from django.db.models import (
     Aggregate,
-    BooleanField,
     Count,
     Exists,
-    ExpressionWrapper,
     F,
-    FilteredRelation,
     FloatField,
     Func,
     Max,
@@ -27,17 +26,14 @@ from django.db.models import (
     OuterRef,
     Prefetch,
     Q,
-    QuerySet,
-    Subquery,
     TextField,
     Value,
-    Window,
 )
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
-from django.db.models.functions import Cast, Lower, RowNumber
+from django.db.models.functions import Cast, Lower
 
 from evaluator.registry import COMPONENTS, EVAL_AWARENESS
-from evaluator.scoring import ranking_key
+from leaderboard.errors import QueryError
 from leaderboard.models import (
     BaseModel,
     Category,
@@ -46,16 +42,13 @@ from leaderboard.models import (
     Probe,
     ProbeVersion,
     Score,
-    Submission,
     Task,
     WeightsSpec,
-    score_ranking_key,
+    board_rank_order,
+    measured_ranking_annotations,
 )
-from leaderboard.policy import STABILITY_MIN_QUARTERS, spec_version_key
+from leaderboard.policy import PUBLIC_MAX_AGE_S, STABILITY_MIN_QUARTERS, spec_version_key
 from leaderboard.presentation import COMPONENT_LABELS, COMPONENT_SHORT, FLAT_TOLERANCE
-
-SCORED = Submission.Status.SCORED
-
 
 SORT_KEYS = ("score", "measured", "name", "model", *COMPONENTS, "recall", "lift", "utility")
 #: the operating-point column: Score.measurements key (mean over tasks of recall at the 1%-FPR
@@ -72,13 +65,8 @@ UTILITY_KEY = "direction_utility"
 BOARD_STATUSES = ("active", "deprecated")
 
 
-class BoardQueryError(ValueError):
+class BoardQueryError(QueryError):
     """A board request that names something that does not exist or is malformed."""
-
-    def __init__(self, message: str, *, param: str):
-        super().__init__(message)
-        self.message = message
-        self.param = param
 
 
 def weights_spec_list() -> list[WeightsSpec]:
@@ -116,39 +104,6 @@ class BoardQuery:
         if self.direction:
             return self.direction == "desc"
         return self.sort not in ("name", "model")
-
-
-def _flag(value: str | None, *, param: str) -> bool:
-    if value in (None, "", "0", "false", "False", "off", "no"):
-        return False
-    if value in ("1", "true", "True", "on", "yes"):
-        return True
-    raise BoardQueryError(f"{param} must be true or false, got {value!r}", param=param)
-
-
-def board_query_from_params(params: Mapping[str, str], *, category: str | None = None) -> BoardQuery:
-    """Parse and check the board's query string (shared by the page, the API and the exports)."""
-    sort = (params.get("sort") or "score").strip()
-    if sort not in SORT_KEYS:
-        raise BoardQueryError(f"unknown sort key {sort!r}; accepted: {', '.join(SORT_KEYS)}", param="sort")
-    direction = (params.get("dir") or "").strip()
-    if direction not in ("", "asc", "desc"):
-        raise BoardQueryError("dir must be asc or desc", param="dir")
-    status = (params.get("status") or "").strip() or None
-    if status is not None and status not in BOARD_STATUSES:
-        raise BoardQueryError(f"status must be one of {', '.join(BOARD_STATUSES)}", param="status")
-    return BoardQuery(
-        category=category if category is not None else ((params.get("category") or "").strip() or None),
-        spec=(params.get("spec") or "").strip() or None,
-        compare=(params.get("compare") or "").strip() or None,
-        model=(params.get("model") or "").strip() or None,
-        license=(params.get("license") or "").strip() or None,
-        status=status,
-        measured_only=_flag(params.get("measured_only"), param="measured_only"),
-        q=(params.get("q") or "").strip()[:100],
-        sort=sort,
-        direction=direction,
-    )
 
 
 _INDEX = {name: i for i, name in enumerate(COMPONENTS)}
@@ -205,6 +160,9 @@ class BoardRow:
     rank_interval: dict | None = None
     #: the axes still being measured (selectors.progress.board_pending_attach, shown rows only)
     pending_axes: list = field(default_factory=list)
+    #: norm 2 on the measured-only total (models.measured_ranking_annotations); read when the
+    #: board ranks or sorts by it
+    measured_key: float | None = None
 
     @property
     def stable(self) -> bool:
@@ -229,23 +187,6 @@ class BoardRow:
         if self.rank is None or self.compare_rank is None:
             return None
         return self.compare_rank - self.rank
-
-    @property
-    def measured_weight(self) -> float:
-        return sum(
-            self.weights.get(name, 0.0)
-            for name, value, imputed in zip(COMPONENTS, self.values, self.imputed, strict=True)
-            if value is not None and not imputed
-        )
-
-    def ranking_key(self, *, measured_only: bool = False) -> tuple[float, float]:
-        """Norm 2 (evaluator.scoring.ranking_key) on the total, or on the measured-only total."""
-        if not measured_only:
-            return ranking_key(self.total, self.license_contribution)
-        weight = self.measured_weight
-        if self.measured_total is None or weight <= 0:
-            return (-math.inf, -math.inf)
-        return ranking_key(self.measured_total, self.license_contribution / weight)
 
     @property
     def auroc(self) -> float | None:
@@ -282,30 +223,25 @@ class Board:
         ]
 
 
-def latest_public_version(spec: WeightsSpec) -> Subquery:
-    """The pk of a probe's newest scored version that has a Score under ``spec``."""
-    return Subquery(
-        ProbeVersion.objects.filter(
-            probe_id=OuterRef("probe_version__probe_id"), submission__status=SCORED, scores__spec=spec
-        )
-        .order_by("-number")
-        .values("pk")[:1]
-    )
-
-
-#: ProbeVersion columns of a board row, in BoardRow's field order (after ``probe``)
-_VERSION_FIELDS = (
-    "number",
-    "license_id",
-    "reproduced",
-    "probe__name",
-    "probe__category_id",
-    "probe__base_model_id",
-    "probe__base_model__name",
-    "probe__is_reference",
-    "probe__deprecated_reason",
-    "probe__stability_quarters",
-)
+#: BoardRow field → the Score path it is read from: a board row is built by name
+_ROW_PATHS = {
+    "probe": "probe_version__probe__slug",
+    "version": "probe_version__number",
+    "license": "probe_version__license_id",
+    "reproduced": "probe_version__reproduced",
+    "name": "probe_version__probe__name",
+    "category": "probe_version__probe__category_id",
+    "base_model": "probe_version__probe__base_model_id",
+    "base_model_name": "probe_version__probe__base_model__name",
+    "is_reference": "probe_version__probe__is_reference",
+    "deprecated_reason": "probe_version__probe__deprecated_reason",
+    "stability_quarters": "probe_version__probe__stability_quarters",
+    "deprecated": "is_deprecated",
+    "leakage": "leakage",
+    "score_id": "pk",
+    "total": "total",
+    "measured_total": "measured_total",
+}
 
 
 #: what the ranking and the column sorts need from Score.components, for every row
@@ -400,83 +336,86 @@ def board_filters(query: BoardQuery, *, via: str = "") -> Q:
     return Q(**{f"{via}{name}": value for name, value in fields.items() if value})
 
 
+def board_entries(*, spec: WeightsSpec, query: BoardQuery, slugs: list[str] | None = None):
+    """The board's entries (``Score.objects.on_board``) with the board's filters applied."""
+    filters = board_filters(query, via="probe_version__")
+    if slugs is not None:
+        filters &= Q(probe_version__probe__slug__in=slugs)
+    return Score.objects.on_board(spec=spec, filters=filters)
+
+
+def _board_values(qs, *, values: bool, recall: bool) -> list[dict]:
+    """The named columns of a board row (:data:`_ROW_PATHS`) and what its ranking and sorts read
+    from the Score's JSON: only the license contribution, unless ``values`` asks for every
+    component's value and imputed flag; the recall only when ``recall``."""
+    leakage = LeakageRecord.objects.filter(
+        probe_id=OuterRef("probe_version__probe_id"), status=LeakageRecord.Status.CONFIRMED
+    )
+    qs = qs.annotate(
+        leakage=Exists(leakage),
+        recall_value=KeyTextTransform(RECALL_KEY, "measurements")
+        if recall
+        else Value(None, output_field=TextField()),
+        score_numbers=JsonPaths("components", _COMPONENT_PATHS)
+        if values
+        else KeyTextTransform("contribution", KeyTransform("license", "components")),
+    )
+    return qs.values(
+        *_ROW_PATHS.values(), "recall_value", "score_numbers", *qs.query.annotations.keys() & _RANK_COLUMNS
+    )
+
+
+#: the ranking's annotations a board row keeps (models.ScoreQuerySet.ranked)
+_RANK_COLUMNS = {"board_rank", "measured_key"}
+
+
+def _board_row(found: dict, *, weights: dict, values: bool) -> BoardRow:
+    n = len(COMPONENTS)
+    if values:
+        numbers = json_list(found["score_numbers"], 2 * n + 1)
+        component_values, imputed = tuple(numbers[:n]), tuple(map(bool, numbers[n : 2 * n]))
+        license_contribution = numbers[2 * n]
+    else:
+        component_values, imputed = (None,) * n, (False,) * n
+        license_contribution = found["score_numbers"]
+    row = BoardRow(
+        **{name: found[path] for name, path in _ROW_PATHS.items()},
+        values=component_values,
+        imputed=imputed,
+        license_contribution=float(license_contribution or 0.0),
+        weights=weights,
+        measured_key=found.get("measured_key"),
+    )
+    row.deprecated = bool(row.deprecated)
+    if found["recall_value"] not in (None, "null"):
+        row.recall = float(found["recall_value"])
+    if not row.deprecated and found.get("board_rank") is not None:
+        row.rank = found["board_rank"]
+    return row
+
+
 def board_rows(
     *, spec: WeightsSpec, query: BoardQuery, slugs: list[str] | None = None, values: bool = False
 ) -> list[BoardRow]:
-    """One query: the latest public version of each probe, with its Score under ``spec``.
+    """Every entry of the board, ranked (one query): the active entries in rank order, numbered
+    by the board's ranker (``models.ScoreQuerySet.ranked``, on the measured-only total when the
+    query asks), then the deprecated ones, greyed and unranked.
 
-    Driven from ProbeVersion, joined to its Score under ``spec`` on the (version, spec) index, and
-    only the numbers the ranking needs from ``components`` (the license contribution; with
-    ``values``, or when the query sorts by a component or ranks by measured components, every
-    component's value and imputed flag). The rows shown get their full components from
-    :func:`board_details_attach`: decoding every row's JSON would dominate the page.
+    Only the numbers the ranking needs leave the database (with ``values``, or when the query sorts
+    by a component or ranks by measured components, every component's value and imputed flag); the
+    rows shown get their full components from :func:`board_details_attach`: decoding every row's
+    JSON would dominate the page.
     """
     values = values or query.measured_only or query.sort in (*COMPONENTS, "measured")
-    qs: QuerySet[ProbeVersion, Any] = ProbeVersion.objects.filter(
-        board_filters(query), submission__status=SCORED
+    measured = query.measured_only or query.sort == "measured"
+    qs = board_entries(spec=spec, query=query, slugs=slugs).ranked(
+        weights=spec.weights, measured_only=query.measured_only
     )
-    if slugs is not None:
-        qs = qs.filter(probe__slug__in=slugs)
-    leakage = LeakageRecord.objects.filter(
-        probe_id=OuterRef("probe_id"), status=LeakageRecord.Status.CONFIRMED
-    )
-    qs = (
-        qs.annotate(spec_score=FilteredRelation("scores", condition=Q(scores__spec=spec)))
-        .filter(spec_score__isnull=False)
-        .annotate(
-            recall_value=KeyTextTransform(RECALL_KEY, "spec_score__measurements")
-            if query.sort == "recall"
-            else Value(None, output_field=TextField()),
-            score_numbers=(
-                JsonPaths("spec_score__components", _COMPONENT_PATHS)
-                if values
-                # (KT("spec_score__components__...") would resolve the keys against spec_score.id)
-                else KeyTextTransform("contribution", KeyTransform("license", "spec_score__components"))
-            ),
-            leakage=Exists(leakage),
-        )
-        .order_by("probe__slug", "-number")
-        .values_list(
-            "probe__slug",
-            *_VERSION_FIELDS,
-            "probe__status",
-            "leakage",
-            "spec_score__id",
-            "spec_score__total",
-            "spec_score__measured_total",
-            "recall_value",
-            "score_numbers",
-        )
-    )
-    n = len(COMPONENTS)
-    unknown = ((None,) * n, (False,) * n)
-    weights = spec.weights
-    deprecated = Probe.Status.DEPRECATED
-    rows, seen = [], set()
-    for v in qs:
-        if v[0] in seen:
-            continue  # an older version of a probe already listed
-        seen.add(v[0])
-        if values:
-            numbers = json_list(v[-1], 2 * n + 1)
-            component_values, imputed = tuple(numbers[:n]), tuple(map(bool, numbers[n : 2 * n]))
-            license_contribution = numbers[2 * n]
-        else:
-            (component_values, imputed), license_contribution = unknown, v[-1]
-        fields = (
-            *v[:11],
-            v[11] == deprecated,
-            *v[12:16],
-            component_values,
-            imputed,
-            float(license_contribution or 0.0),
-            weights,
-        )
-        row = BoardRow(*fields)
-        if v[16] not in (None, "null"):
-            row.recall = float(v[16])
-        rows.append(row)
-    return rows
+    if measured and not query.measured_only:
+        qs = qs.annotate(**measured_ranking_annotations(spec.weights))
+    qs = qs.order_by("is_deprecated", "board_rank")
+    found = _board_values(qs, values=values, recall=query.sort == "recall")
+    return [_board_row(f, weights=spec.weights, values=values) for f in found]
 
 
 def board_authors_attach(rows: list[BoardRow]) -> None:
@@ -569,15 +508,14 @@ def board_intervals_attach(rows: list[BoardRow]) -> None:
 
 
 class RankedRows(Sequence[BoardRow]):
-    """A board ranked in the database: ``len()`` counts the entries, a slice fetches one page.
+    """A board read a page at a time: ``len()`` counts the entries, a slice fetches one page.
 
-    Each page is one query: the entries (the latest public version of each probe with a Score
-    under the spec) filtered as the board is, numbered by a window function over the norm-2 key
-    (``models.score_ranking_key``: the total without the license contribution, then the total,
-    then the slug), ordered and cut with LIMIT/OFFSET — so only the shown rows leave the database.
-    On PostgreSQL the default order reads the ``score_board_key`` index from the top and stops at
-    the page; other column sorts still rank every entry in the database. Active entries are
-    ranked; deprecated ones follow, unranked (as :func:`rank_rows` does).
+    Each page is one query: the entries (``Score.objects.on_board``) filtered as the board is,
+    numbered by the board's ranker (``Score.objects.ranked``: a window function over the norm-2
+    key, ``models.board_rank_order``), ordered and cut with LIMIT/OFFSET — so only the shown rows
+    leave the database. On PostgreSQL the default order reads the ``score_board_key`` index from
+    the top and stops at the page; other column sorts still rank every entry in the database.
+    Active entries are ranked; deprecated ones follow, unranked (as :func:`board_rows` does).
     """
 
     def __init__(self, *, spec: WeightsSpec, query: BoardQuery):
@@ -646,90 +584,30 @@ class RankedRows(Sequence[BoardRow]):
     # -- the queries
     def _entries(self):
         """The board's entries: latest public version per probe with a Score under the spec."""
-        q, spec = self.query, self.spec
-        qs = Score.objects.filter(
-            board_filters(q, via="probe_version__"), spec=spec, probe_version__submission__status=SCORED
-        )
-        newer = ProbeVersion.objects.filter(
-            probe_id=OuterRef("probe_version__probe_id"),
-            number__gt=OuterRef("probe_version__number"),
-            submission__status=SCORED,
-            scores__spec=spec,
-        )
-        return qs.filter(~Exists(newer))
+        return board_entries(spec=self.spec, query=self.query)
 
     def _rows(self, *, deprecated: bool | None, lo: int, hi: int) -> list[BoardRow]:
         q = self.query
-        key = score_ranking_key()
-        rank_order = [key.desc(), F("total").desc(), F("probe_version__probe__slug").asc()]
         is_deprecated = Q(probe_version__probe__status=Probe.Status.DEPRECATED)
         qs = self._entries()
         if deprecated is not None:
+            # one side of the board: ranked on its own, so PostgreSQL can read the page from the
+            # top of the ``score_board_key`` index
             qs = qs.filter(is_deprecated) if deprecated else qs.exclude(is_deprecated)
-            window = Window(RowNumber(), order_by=rank_order)
-        else:  # every entry in one order: rank the active ones among themselves
-            window = Window(
-                RowNumber(),
-                partition_by=[ExpressionWrapper(is_deprecated, BooleanField())],
-                order_by=rank_order,
-            )
+        qs = qs.ranked(weights=self.spec.weights, split=deprecated is None)
         if q.sort == "score":
-            order = (
-                rank_order
-                if q.descending
-                else [key.asc(), F("total").asc(), F("probe_version__probe__slug").desc()]
-            )
+            order = board_rank_order(descending=q.descending)
         else:
             column = _SORT_EXPRESSIONS[q.sort]() if q.sort in _SORT_EXPRESSIONS else _component_value(q.sort)
             direction = column.desc(nulls_last=True) if q.descending else column.asc(nulls_last=True)
-            order = [direction, ExpressionWrapper(is_deprecated, BooleanField()).asc(), *rank_order]
-        leakage = LeakageRecord.objects.filter(
-            probe_id=OuterRef("probe_version__probe_id"), status=LeakageRecord.Status.CONFIRMED
-        )
-        page = (
-            qs.annotate(
-                board_rank=window,
-                leakage=Exists(leakage),
-                license_contribution=KeyTextTransform("contribution", KeyTransform("license", "components")),
-                recall_value=KeyTextTransform(RECALL_KEY, "measurements"),
-            )
-            .order_by(*order)
-            .values_list(
-                "probe_version__probe__slug",
-                *(f"probe_version__{f}" for f in _VERSION_FIELDS),
-                "probe_version__probe__status",
-                "leakage",
-                "pk",
-                "total",
-                "measured_total",
-                "license_contribution",
-                "recall_value",
-                "board_rank",
-            )[lo:hi]
-        )
-        n = len(COMPONENTS)
-        unknown = ((None,) * n, (False,) * n)
-        rows = []
-        for v in page:
-            fields = (
-                *v[:11],
-                v[11] == Probe.Status.DEPRECATED,
-                *v[12:16],
-                *unknown,
-                float(v[16] or 0.0),
-                self.spec.weights,
-            )
-            row = BoardRow(*fields)
-            row.rank = None if row.deprecated else v[18]
-            if v[17] not in (None, "null"):
-                row.recall = float(v[17])
-            rows.append(row)
-        return rows
+            order = [direction, F("is_deprecated").asc(), *board_rank_order()]
+        page = _board_values(qs.order_by(*order), values=False, recall=True)[lo:hi]
+        return [_board_row(f, weights=self.spec.weights, values=False) for f in page]
 
 
 #: How long a board count may be served from the cache: as long as the page itself may be cached
 #: by anyone (the public pages' and the API's ``Cache-Control: max-age``).
-BOARD_COUNT_TTL_S = 60
+BOARD_COUNT_TTL_S = PUBLIC_MAX_AGE_S
 
 
 def board_stamp() -> str:
@@ -800,20 +678,11 @@ def board_flat_columns(board: Board) -> dict[str, dict]:
 
 
 def board_ranked_in_database(query: BoardQuery, *, values: bool) -> bool:
-    """Whether the board can be ranked in the database: the default ranking, with no text search
-    (which filters after ranking) and no compared spec; the measured-only ranking, a search and a
-    spec comparison rank the entries in Python (:func:`rank_rows`)."""
+    """Whether the board can be read a page at a time (:class:`RankedRows`): the default ranking,
+    with no text search (which filters after ranking) and no compared spec; the measured-only
+    ranking, a search and a spec comparison read every ranked entry (:func:`board_rows`), ranked by
+    the same ranker in the database, and filter or compare them in Python."""
     return not (values or query.measured_only or query.q or query.compare or query.sort == "measured")
-
-
-def rank_rows(rows: list[BoardRow], *, measured_only: bool) -> list[BoardRow]:
-    """Rank active entries by norm 2 (best first); deprecated entries follow, greyed, unranked."""
-    rows = sorted(rows, key=lambda r: r.probe)  # deterministic ties
-    rows.sort(key=lambda r: r.ranking_key(measured_only=measured_only), reverse=True)
-    active = [r for r in rows if not r.deprecated]
-    for i, row in enumerate(active, 1):
-        row.rank = i
-    return active + [r for r in rows if r.deprecated]
 
 
 def _sort(rows: list[BoardRow], query: BoardQuery) -> list[BoardRow]:
@@ -826,7 +695,7 @@ def _sort(rows: list[BoardRow], query: BoardQuery) -> list[BoardRow]:
     elif query.sort == "model":
         key = lambda r: r.base_model  # noqa: E731
     elif query.sort == "measured":
-        key = lambda r: r.ranking_key(measured_only=True)[0] if r.measured_total is not None else None  # noqa: E731
+        key = lambda r: r.measured_key  # noqa: E731
     elif query.sort == "recall":
         key = lambda r: r.recall  # noqa: E731
     elif query.sort == "lift":
@@ -879,9 +748,9 @@ def board_get(*, query: BoardQuery, values: bool = False) -> Board:
             rows=ranked,
             ranked_count=len(ranked),
         )
-    rows = rank_rows(board_rows(spec=spec, query=query, values=values), measured_only=query.measured_only)
+    rows = board_rows(spec=spec, query=query, values=values)
     if compare is not None:
-        others = rank_rows(board_rows(spec=compare, query=query), measured_only=query.measured_only)
+        others = board_rows(spec=compare, query=query)
         by_slug = {r.probe: r for r in others}
         for row in rows:
             other = by_slug.get(row.probe)
@@ -921,7 +790,7 @@ def board_overview(
     specs = weights_spec_list()
     resolved = resolve_spec(specs, spec, param="spec")
     summaries = {c.slug: CategorySummary(c) for c in Category.objects.prefetch_related("tasks")}
-    rows = rank_rows(board_rows(spec=resolved, query=BoardQuery()), measured_only=False)
+    rows = board_rows(spec=resolved, query=BoardQuery())
     for row in rows:
         summary = summaries.get(row.category)
         if summary is None:
@@ -937,7 +806,7 @@ def category_tabs() -> list[dict]:
     :func:`board_cached`)."""
 
     def count() -> dict[str, int]:
-        public = ProbeVersion.objects.filter(probe_id=OuterRef("pk"), submission__status=SCORED)
+        public = ProbeVersion.objects.public().filter(probe_id=OuterRef("pk"))
         return dict(
             Probe.objects.filter(Exists(public)).values_list("category_id").annotate(n=Count("pk")).order_by()
         )

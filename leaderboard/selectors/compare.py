@@ -19,7 +19,7 @@ from django.core.cache import cache
 from evaluator.compare import rows_compare
 from evaluator.errors import MetricInputError
 from evaluator.metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
-from leaderboard.models import EvaluationRun, Probe, ProbeVersion, RankInterval, Score, Submission, Task
+from leaderboard.models import EvaluationRun, Probe, ProbeVersion, RankInterval, Score, Task
 from leaderboard.selectors.board import BoardQueryError, resolve_spec, weights_spec_list
 from leaderboard.selectors.probes import task_result_normalize
 
@@ -37,11 +37,7 @@ SIDE_BY_SIDE = (
 
 
 class CompareQueryError(BoardQueryError):
-    """A compare request naming no probe, the same probe twice, or one that is not public."""
-
-    def __init__(self, message: str, *, param: str, status: int = 400):
-        super().__init__(message, param=param)
-        self.status = status
+    """A compare request naming no probe, the same probe twice, or one that is not public (404)."""
 
 
 @dataclass
@@ -78,7 +74,8 @@ class Comparison:
 
 def _side(slug: str, *, param: str, spec) -> CompareSide:
     version = (
-        ProbeVersion.objects.filter(probe__slug=slug, submission__status=Submission.Status.SCORED)
+        ProbeVersion.objects.public()
+        .filter(probe__slug=slug)
         .select_related("probe__base_model", "probe__category", "license")
         .order_by("-number")
         .first()

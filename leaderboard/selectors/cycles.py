@@ -11,19 +11,17 @@ from leaderboard.models import (
     ProbeVersion,
     ReevaluationCycle,
     ReferenceUpdate,
-    Submission,
+    public_q,
 )
-
-SCORED = Submission.Status.SCORED
 
 
 def _public_results():
-    return CycleResult.objects.filter(probe_version__submission__status=SCORED)
+    return CycleResult.objects.filter(public_q("probe_version__"))
 
 
 def reevaluation_list() -> list[ReevaluationCycle]:
     """Cycles, newest first, with their public results counted by outcome (one query)."""
-    public = Q(results__probe_version__submission__status=SCORED)
+    public = public_q("results__probe_version__")
     counts = {
         outcome: Count("results", filter=public & Q(results__outcome=outcome))
         for outcome in CycleResult.Outcome.values
@@ -78,7 +76,7 @@ def reference_update_get(*, pk: int) -> ReferenceUpdate | None:
 
 def leakage_public_list() -> list[LeakageRecord]:
     """Confirmed records, newest first; ``probe_public`` says whether the probe page exists."""
-    public = ProbeVersion.objects.filter(probe_id=OuterRef("probe_id"), submission__status=SCORED)
+    public = ProbeVersion.objects.public().filter(probe_id=OuterRef("probe_id"))
     return list(
         LeakageRecord.objects.filter(status=LeakageRecord.Status.CONFIRMED)
         .select_related("probe__category", "probe_version")

@@ -14,7 +14,6 @@ from leaderboard.models import (
     Probe,
     ProbeVersion,
     Score,
-    Submission,
     Task,
     WeightsSpec,
 )
@@ -22,8 +21,6 @@ from leaderboard.policy import STABILITY_MIN_QUARTERS, spec_version_key
 from leaderboard.selectors.board import parse_ci, resolve_spec, weights_spec_list
 from leaderboard.selectors.progress import pending_axes
 from leaderboard.selectors.shared import ea_reference_version, tasks_applicable
-
-SCORED = Submission.Status.SCORED
 
 
 @dataclass
@@ -106,9 +103,13 @@ class ProbeDetail:
     not_applicable: dict[str, str] = field(default_factory=dict)
     #: its axes still being measured (selectors.progress): [PendingAxis]
     pending_axes: list = field(default_factory=list)
-    #: set by the probe API: every public version's number, and the eval-awareness reference
-    version_numbers: list[int] = field(default_factory=list)
+    #: the eval-awareness reference its auroc_ea is measured against (ea_reference_summary); read
+    #: only when asked for (the probe API)
     ea_reference: dict | None = None
+
+    @property
+    def version_numbers(self) -> list[int]:
+        return [v.number for v in self.versions]
 
     @property
     def ea_not_applicable(self) -> bool:
@@ -146,17 +147,19 @@ def ea_reference_summary(*, probe: Probe) -> dict | None:
     return {"probe": ref.probe.slug, "version": ref.number, "artifact_sha256": ref.artifact_sha256}
 
 
-def probe_detail(*, slug: str, spec: str | None = None, version: int | None = None) -> ProbeDetail | None:
-    """A probe with a public version: its metadata, scores, per-task results, history and records.
-    None when the probe does not exist or has no scored version. Raises BoardQueryError on an
-    unknown spec."""
+def probe_detail(
+    *, slug: str, spec: str | None = None, version: int | None = None, ea_reference: bool = False
+) -> ProbeDetail | None:
+    """A probe with a public version: its metadata, scores, per-task results, history and records
+    (with ``ea_reference``, the eval-awareness reference it is measured against). None when the
+    probe does not exist or has no scored version. Raises BoardQueryError on an unknown spec."""
     probe = (
         Probe.objects.select_related("category", "base_model", "owner")
         .prefetch_related(
             Prefetch(
                 "versions",
-                queryset=ProbeVersion.objects.select_related("submission", "license")
-                .filter(submission__status=SCORED)
+                queryset=ProbeVersion.objects.public()
+                .select_related("submission", "license")
                 .order_by("-number"),
             )
         )
@@ -229,13 +232,15 @@ def probe_detail(*, slug: str, spec: str | None = None, version: int | None = No
         model_names=model_names,
         not_applicable=dict(sorted(tasks_applicable(version=chosen)[1].items())),
         pending_axes=pending_axes(version_ids=[chosen.pk]).get(chosen.pk, []),
+        ea_reference=ea_reference_summary(probe=probe) if ea_reference else None,
     )
 
 
 def artifact_version_get(*, slug: str, number: int) -> ProbeVersion | None:
     """A publicly visible version (scored submission) whose artifact may be downloaded."""
     return (
-        ProbeVersion.objects.filter(probe__slug=slug, number=number, submission__status=SCORED)
+        ProbeVersion.objects.public()
+        .filter(probe__slug=slug, number=number)
         .only("artifact_path", "artifact_sha256", "number", "probe__slug")
         .select_related("probe")
         .first()

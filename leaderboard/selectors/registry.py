@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db.models import Count, Exists, OuterRef, Prefetch
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q
 
 from evaluator.registry import COMPONENTS, load_registry
 from leaderboard.models import (
@@ -16,7 +16,6 @@ from leaderboard.models import (
     Probe,
     ProbeVersion,
     Score,
-    Submission,
     Task,
     WeightsSpec,
 )
@@ -28,21 +27,23 @@ from leaderboard.selectors.board import (
     JsonPaths,
     board_get,
     board_rows,
+    category_tabs,
     json_list,
-    latest_public_version,
     parse_ci,
-    rank_rows,
     weights_spec_list,
 )
-
-SCORED = Submission.Status.SCORED
-
 
 SPLIT_ORDER = ("train", "test", "distshift", "holdout_pool")
 
 
 def category_list() -> list[Category]:
-    return list(Category.objects.annotate(n_tasks=Count("tasks")).order_by("order"))
+    """The categories with ``n_tasks`` and ``n_probes`` (probes with a public version, from the
+    cached category tabs)."""
+    counts = {t["slug"]: t["count"] for t in category_tabs()}
+    categories: list[Category] = list(Category.objects.annotate(n_tasks=Count("tasks")).order_by("order"))
+    for c in categories:
+        c.n_probes = counts.get(c.slug, 0)
+    return categories
 
 
 def task_list(*, category: str | None = None) -> list[Task]:
@@ -55,7 +56,7 @@ def task_list(*, category: str | None = None) -> list[Task]:
 
 
 def base_model_list() -> list[BaseModel]:
-    public = ProbeVersion.objects.filter(probe_id=OuterRef("pk"), submission__status=SCORED)
+    public = ProbeVersion.objects.public().filter(probe_id=OuterRef("pk"))
     counts = dict(
         Probe.objects.filter(Exists(public)).values_list("base_model_id").annotate(n=Count("pk")).order_by()
     )
@@ -114,10 +115,11 @@ def task_detail(*, slug: str) -> TaskDetail | None:
     spec = specs[-1] if specs else None
     if spec is not None:
         scores = (
-            Score.objects.filter(
+            Score.objects.on_board(
                 spec=spec,
-                probe_version_id=latest_public_version(spec),
-                probe_version__probe__category_id=task.category_id,  # probes run on their category's tasks
+                filters=Q(
+                    probe_version__probe__category_id=task.category_id
+                ),  # probes run on their category's tasks
             )
             .annotate(
                 result=JsonPaths(
@@ -128,7 +130,7 @@ def task_detail(*, slug: str) -> TaskDetail | None:
         )
         found = {probe: json_list(raw, 3) for probe, raw in scores}
         ran = {probe: v for probe, v in found.items() if v[0] is not None or v[1] is not None}
-        rows = rank_rows(board_rows(spec=spec, query=BoardQuery(), slugs=list(ran)), measured_only=False)
+        rows = board_rows(spec=spec, query=BoardQuery(), slugs=list(ran))
         for row in rows:
             auroc, ci, lift = ran[row.probe]
             probes.append(

@@ -31,11 +31,8 @@ def ea_reference_version(*, base_model: BaseModel | str) -> ProbeVersion | None:
     """The current eval-awareness reference probe of a base model: the newest scored version
     among the system account's eval-awareness reference probes."""
     return (
-        ProbeVersion.objects.filter(
-            EA_REFERENCE_CANDIDATE,
-            probe__base_model=base_model,
-            submission__status=Submission.Status.SCORED,
-        )
+        ProbeVersion.objects.public()
+        .filter(EA_REFERENCE_CANDIDATE, probe__base_model=base_model)
         .order_by("-created_at", "-pk")
         .first()
     )
@@ -133,12 +130,4 @@ def scored_versions() -> list[ProbeVersion]:
 
 def scored_versions_all() -> list[ProbeVersion]:
     """The latest scored version of every probe, active or deprecated."""
-    latest: dict[int, ProbeVersion] = {}
-    qs = (
-        ProbeVersion.objects.filter(submission__status=Submission.Status.SCORED)
-        .select_related("probe")
-        .order_by("probe_id", "-number")
-    )
-    for v in qs:
-        latest.setdefault(v.probe_id, v)
-    return list(latest.values())
+    return list(ProbeVersion.objects.latest_per_probe().select_related("probe").order_by("probe_id"))

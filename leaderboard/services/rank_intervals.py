@@ -16,6 +16,7 @@ import logging
 from collections import defaultdict
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from evaluator.errors import EvaluatorError
@@ -25,7 +26,7 @@ from evaluator.rank_intervals import BoardEntry, TaskRows, board_rank_intervals
 from evaluator.records import measurements_from_stored
 from evaluator.registry import EVAL_AWARENESS
 from evaluator.scoring import Measurements
-from leaderboard.models import Category, EvaluationRun, Probe, RankInterval, Score, Submission
+from leaderboard.models import Category, EvaluationRun, Probe, RankInterval, Score
 from leaderboard.services.scores import _licenses, _spec_data, reference_runs_for
 
 log = logging.getLogger(__name__)
@@ -35,20 +36,14 @@ Run = EvaluationRun
 def board_scores(*, category_id: str, spec_id: str) -> list[Score]:
     """The Scores on one board: each active probe's newest scored version with a Score under the
     spec, in slug order (the board breaks exact ties by slug)."""
-    scores = (
-        Score.objects.filter(
-            spec_id=spec_id,
-            probe_version__probe__category_id=category_id,
-            probe_version__probe__status=Probe.Status.ACTIVE,
-            probe_version__submission__status=Submission.Status.SCORED,
-        )
-        .select_related("probe_version__probe__base_model", "rank_interval")
-        .order_by("probe_version__probe__slug", "-probe_version__number")
+    active = Q(
+        probe_version__probe__category_id=category_id, probe_version__probe__status=Probe.Status.ACTIVE
     )
-    latest: dict[int, Score] = {}
-    for score in scores:
-        latest.setdefault(score.probe_version.probe_id, score)
-    return list(latest.values())
+    return list(
+        Score.objects.on_board(spec=spec_id, filters=active)
+        .select_related("probe_version__probe__base_model", "rank_interval")
+        .order_by("probe_version__probe__slug")
+    )
 
 
 def _measurements(score: Score) -> Measurements:

@@ -40,11 +40,8 @@ def reference_update_start(*, new_version: ProbeVersion, dispatch: bool = True) 
     task its dependents ran on; once done, their auroc_ea is recomputed (reference_update_advance)."""
     base_model = new_version.probe.base_model
     old = (
-        ProbeVersion.objects.filter(
-            EA_REFERENCE_CANDIDATE,
-            probe__base_model=base_model,
-            submission__status=Submission.Status.SCORED,
-        )
+        ProbeVersion.objects.public()
+        .filter(EA_REFERENCE_CANDIDATE, probe__base_model=base_model)
         .exclude(pk=new_version.pk)
         .order_by("-created_at", "-pk")
         .first()

@@ -12,8 +12,8 @@ import re
 from datetime import timedelta
 
 from django import template
-from django.utils.html import escape
-from django.utils.safestring import mark_safe
+from django.utils.html import escape, format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from leaderboard.templatetags.progress import pending_axes_html
 
@@ -200,35 +200,53 @@ def _e(value) -> str:
     return escape("" if value is None else str(value))
 
 
-def _badges_html(row) -> str:
+_REFERENCE = SafeString(
+    '<li class="badge ref" title="A reference probe shipped by the maintainers">reference</li>'
+)
+_REPRODUCED = SafeString(
+    '<li class="badge ok" title="Our worker reran the recipe and matched the artifact">reproduced</li>'
+)
+_LEAKAGE = SafeString(
+    '<li class="badge bad" title="A confirmed leakage record is attached to this probe">leakage detected</li>'
+)
+
+
+@register.simple_tag
+def row_badges(row) -> SafeString:
+    """``{% row_badges row %}``: a board row's badges (reference, reproduced, stable, deprecated,
+    leakage, declared≠measured, pending axes) as one ``<ul>``, or nothing when it has none. The one
+    place they are written: the board table, the task page and the base model page use it."""
     out = []
     if row.is_reference:
         out.append(
-            '<li class="badge ref" title="A reference probe shipped by the maintainers">reference</li>'
+            format_html(
+                '<li class="badge ref" title="A reference probe shipped by the maintainers">reference</li>'
+            )
         )
     if row.reproduced:
-        out.append(
-            '<li class="badge ok" title="Our worker reran the recipe and matched the artifact">reproduced</li>'
-        )
+        out.append(_REPRODUCED)
     if row.stable:
         out.append(
-            f'<li class="badge ok" title="Held in {row.stability_quarters} consecutive quarterly re-evaluations">'
-            f"stable {row.stability_quarters}Q</li>"
+            format_html(
+                '<li class="badge ok" title="Held in {} consecutive quarterly re-evaluations">stable {}Q</li>',
+                row.stability_quarters,
+                row.stability_quarters,
+            )
         )
     if row.deprecated:
-        out.append(f'<li class="badge bad" title="{_e(row.deprecated_reason)}">deprecated</li>')
+        out.append(format_html('<li class="badge bad" title="{}">deprecated</li>', row.deprecated_reason))
     if row.leakage:
-        out.append(
-            '<li class="badge bad" title="A confirmed leakage record is attached to this probe">leakage detected</li>'
-        )
+        out.append(_LEAKAGE)
     if row.declared_mismatch:
         gaps = "; ".join(
             f"{m}: declared {num(g.get('declared'))}, measured {num(g.get('measured'))}"
             for m, g in row.declared_mismatch.items()
         )
-        out.append(f'<li class="badge warn" title="{_e(gaps)}">declared≠measured</li>')
+        out.append(format_html('<li class="badge warn" title="{}">declared≠measured</li>', gaps))
     out.append(pending_axes_html(getattr(row, "pending_axes", None)))  # selectors.progress
-    return f'<ul class="badges">{"".join(out)}</ul>' if any(out) else ""
+    if not any(out):
+        return SafeString("")
+    return format_html('<ul class="badges">{}</ul>', format_html_join("", "{}", ((item,) for item in out)))
 
 
 def _component_cell(row, key: str, label: str, measured_only: bool) -> str:
@@ -333,7 +351,7 @@ def board_rows(board, rows, headers):
             f'<th scope="row" class="probe"><input type="checkbox" class="pick" name="p" value="{_e(row.probe)}" '
             f'form="compare-form" aria-label="pick {_e(row.name)} to compare">'
             f'<a href="{probe_url.replace("__slug__", _e(row.probe))}">{_e(row.name)}</a>'
-            f'<div class="meta">{meta}</div>{_badges_html(row)}{reason}</th>'
+            f'<div class="meta">{meta}</div>{row_badges(row)}{reason}</th>'
             f'<td><a href="{model_url.replace("__slug__", _e(row.base_model))}">{_e(row.base_model_name)}</a></td>'
             f'<td class="num total">{total}</td>{cells}</tr>'
         )

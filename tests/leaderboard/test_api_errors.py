@@ -98,7 +98,7 @@ def test_a_service_error_keeps_its_status_field_and_extra_keys(registry, maintai
     def refuse(**kwargs):
         raise Conflict("a cycle is running", field="quarter", extra={"url": "/reevaluations/2026Q3/"})
 
-    monkeypatch.setattr("leaderboard.api_maintainers.reevaluation_start", refuse)
+    monkeypatch.setattr("leaderboard.api.maintainers.reevaluation_start", refuse)
     response = client_for(maintainer).post("/api/v1/maintainer/reevaluations", {"quarter": "2026Q4"})
     body = assert_error_shape(response, 409)
     assert body == {"error": "a cycle is running", "field": "quarter", "url": "/reevaluations/2026Q3/"}

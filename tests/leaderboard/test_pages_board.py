@@ -390,7 +390,7 @@ def test_the_board_runs_a_constant_number_of_queries(client, registry, django_as
 
 
 def test_pagination_keeps_the_filters(client, registry, settings):
-    from leaderboard import views
+    from leaderboard.web import views
 
     ensure_models()
     original = views.BOARD_PAGE_SIZE
@@ -429,3 +429,28 @@ def test_the_ranking_numbers_come_from_the_stored_components(board, values):
         if values:
             assert row.values == tuple(stored[c]["value"] for c in COMPONENTS)
             assert row.imputed == tuple(stored[c]["imputed"] for c in COMPONENTS)
+
+
+def test_a_rows_badges_are_written_once_for_every_page(client, board):
+    """The board, the task page and the base model page render a row's badges with one tag: the
+    same markup, its text escaped."""
+    strong = board["strong"]
+    strong.reproduced = True
+    strong.save()
+    strong.probe.stability_quarters = 2
+    strong.probe.status = "deprecated"
+    strong.probe.deprecated_reason = 'dropped <b>"11"</b> & more'
+    strong.probe.save()
+    badges = re.compile(r'<a href="/probes/strong/">Strong Probe</a>.*?(<ul class="badges">.*?</ul>)', re.S)
+    found = [
+        badges.search(client.get(url).content.decode()).group(1)
+        for url in (
+            reverse("leaderboard:category", args=["hallucination"]),
+            reverse("leaderboard:task", args=[board["tasks"][0].slug]),
+            reverse("leaderboard:model", args=[strong.probe.base_model_id]),
+        )
+    ]
+    assert found[0] == found[1] == found[2]
+    assert 'title="Held in 2 consecutive quarterly re-evaluations">stable 2Q</li>' in found[0]
+    assert 'title="dropped &lt;b&gt;&quot;11&quot;&lt;/b&gt; &amp; more">deprecated</li>' in found[0]
+    assert ">reproduced</li>" in found[0]

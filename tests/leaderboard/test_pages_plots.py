@@ -2,7 +2,7 @@
 
 import xml.etree.ElementTree as ET
 
-from leaderboard import plots
+from leaderboard.web import plots
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -4,7 +4,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from leaderboard import plots
+from leaderboard.web import plots
 
 SVG = "{http://www.w3.org/2000/svg}"
 LONG = "a probe with a long descriptive name on halueval-qa-v1 (test split, contrast pair)"

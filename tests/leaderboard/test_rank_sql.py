@@ -1,20 +1,24 @@
-"""The board is ranked in the database (a window function over the norm-2 key, LIMIT the page):
-the same entries, ranks and order as ranking every row in Python, with only the page's rows
-fetched."""
+"""The board is ranked in the database by one ranker (a window function over the norm-2 key,
+LIMIT the page): the same entries, ranks and order as norm 2 computed in Python
+(``evaluator.scoring.ranking_key``), with only the page's rows fetched."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from evaluator.registry import COMPONENTS
+from evaluator.scoring import ranking_key
 from leaderboard import models as m
 from leaderboard.selectors.board import (
     BoardQuery,
+    BoardRow,
     RankedRows,
     board_get,
     board_rows,
-    rank_rows,
     resolve_spec,
     weights_spec_list,
 )
@@ -43,13 +47,41 @@ def board(registry):
     m.Probe.objects.filter(slug="p-d").update(status=m.Probe.Status.DEPRECATED)
 
 
+def python_key(row: BoardRow, *, measured_only: bool) -> tuple[float, float]:
+    """Norm 2 in Python, on the total or on the measured-only total."""
+    if not measured_only:
+        return ranking_key(row.total, row.license_contribution)
+    weight = sum(
+        row.weights.get(name, 0.0)
+        for name, value, imputed in zip(COMPONENTS, row.values, row.imputed, strict=True)
+        if value is not None and not imputed
+    )
+    if row.measured_total is None or weight <= 0:
+        return (-math.inf, -math.inf)
+    return ranking_key(row.measured_total, row.license_contribution / weight)
+
+
+def python_rank(rows: list[BoardRow], *, measured_only: bool = False) -> list[BoardRow]:
+    """The reference ranking: active entries by norm 2 computed in Python (ties by slug), then the
+    deprecated ones, unranked."""
+    rows = sorted(rows, key=lambda r: r.probe)
+    rows.sort(key=lambda r: python_key(r, measured_only=measured_only), reverse=True)
+    active = [r for r in rows if not r.deprecated]
+    for i, row in enumerate(active, 1):
+        row.rank = i
+    deprecated = [r for r in rows if r.deprecated]
+    for row in deprecated:
+        row.rank = None
+    return active + deprecated
+
+
 def python_board(query: BoardQuery):
-    """The reference: every entry read and ranked in Python (rank_rows), sorted as before."""
+    """The reference: every entry read and ranked in Python, sorted as the board sorts."""
     from leaderboard.selectors.board import _sort
 
     spec = resolve_spec(weights_spec_list(), query.spec, param="spec")
     values = query.sort not in ("score", "name", "model", "recall")
-    return _sort(rank_rows(board_rows(spec=spec, query=query, values=values), measured_only=False), query)
+    return _sort(python_rank(board_rows(spec=spec, query=query, values=values)), query)
 
 
 @pytest.mark.parametrize(
@@ -98,7 +130,20 @@ def test_a_page_fetches_only_its_rows(board):
     assert "ROW_NUMBER() OVER" in sql.upper() and "LIMIT 2" in sql.upper()
 
 
-def test_search_measured_only_and_spec_comparison_still_rank_every_entry_in_python(board):
+def test_the_measured_only_ranking_is_norm_2_on_the_measured_total(board):
+    query = BoardQuery(category="hallucination", measured_only=True)
+    got = board_get(query=query).rows
+    spec = resolve_spec(weights_spec_list(), None, param="spec")
+    expected = python_rank(
+        board_rows(spec=spec, query=BoardQuery(category="hallucination"), values=True), measured_only=True
+    )
+    assert [(r.probe, r.rank) for r in got] == [(r.probe, r.rank) for r in expected]
+    # the key the database ranked on is the one Python computes, exactly
+    by_slug = {r.probe: r for r in expected}
+    assert [r.measured_key for r in got] == [python_key(by_slug[r.probe], measured_only=True)[0] for r in got]
+
+
+def test_search_measured_only_and_spec_comparison_read_every_entry(board):
     for query in (
         BoardQuery(category="hallucination", q="p-a"),
         BoardQuery(category="hallucination", measured_only=True),
@@ -115,3 +160,17 @@ def test_the_count_cache_key_is_a_hash_of_the_filters(board, recwarn):
     got = board_get(query=BoardQuery(category="hallucination", license=garbage))
     assert got.ranked_count == 0
     assert not [w for w in recwarn if issubclass(w.category, CacheKeyWarning)]
+
+
+def test_every_board_path_filters_the_latest_version(board):
+    """A filter on a version's field (the license) applies to each probe's latest public version on
+    every path: a probe whose latest version has another license is not on the board, whether the
+    board is read a page at a time or whole (a search, a spec comparison)."""
+    # p-f: v1 under Apache-2.0 (the fixture's default), v2 (the latest) under another license
+    assert m.ProbeVersion.objects.get(probe__slug="p-f", number=2).license_id == "Apache-2.0"
+    m.ProbeVersion.objects.filter(probe__slug="p-f", number=2).update(license_id="MIT")
+    for extra in ({}, {"q": "p-"}, {"measured_only": True}):
+        rows = list(board_get(query=BoardQuery(category="hallucination", license="Apache-2.0", **extra)).rows)
+        assert "p-f" not in [r.probe for r in rows], extra
+        rows = list(board_get(query=BoardQuery(category="hallucination", license="MIT", **extra)).rows)
+        assert [(r.probe, r.version) for r in rows if r.probe == "p-f"] == [("p-f", 2)], extra

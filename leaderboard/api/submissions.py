@@ -28,7 +28,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from leaderboard.api_errors import ErrorSerializer
+from leaderboard.api.errors import ErrorSerializer
 from leaderboard.selectors.submissions import (
     submission_detail_get,
     submission_queue_estimate,

@@ -4,7 +4,8 @@
     {"error": "<a message for a person>", "field": "<the input field at fault, or null>"}
 
 Views do not catch errors: input serializers raise ``ValidationError`` (the first field at fault is
-reported), services raise ``ServiceError`` subclasses, which carry their status code
+reported), services raise ``ServiceError`` subclasses, selectors and the query parsers
+(leaderboard.inputs) ``QueryError`` (answered as DRF's 400 for the parameter, or its 404), which carry their status code
 (``ValidationFailed`` 400, ``DuplicateArtifact`` and ``Conflict`` 409, ``ArtifactTooLarge`` 413) and
 may add keys of their own (a duplicate names ``existing_probe`` and ``existing_url``). Everything
 DRF raises (401, 403, 404, 405, 415, 429) gets the same two keys, keeping DRF's status code and
@@ -21,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from leaderboard.errors import ServiceError
+from leaderboard.errors import QueryError, ServiceError
 
 #: The error body in the OpenAPI schema (component "Error").
 ErrorSerializer = inline_serializer(
@@ -55,6 +56,12 @@ def _first_error(detail: Any) -> tuple[str, str | None]:
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     """DRF's handler, then the body rewritten to ``{"error", "field"}``; None (a 500) for an
     exception that is not an API error."""
+    if isinstance(exc, QueryError):  # a read's query: answered as DRF answers its own 400 and 404
+        exc = (
+            exceptions.NotFound(exc.message)
+            if exc.status_code == 404
+            else exceptions.ValidationError({exc.param: [exc.message]})
+        )
     if isinstance(exc, ServiceError):
         return Response(error_body(exc.message, exc.field, exc.extra), status=exc.status_code)
     response = drf_exception_handler(exc, context)

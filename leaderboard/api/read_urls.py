@@ -1,15 +1,16 @@
 """The API under /api/: the OpenAPI schema and its docs, and the read endpoints under /api/v1/
-(views in leaderboard/api_read.py).
+(views in leaderboard/api/read.py).
 
 The write endpoints (POST /api/v1/submissions, the maintainer actions) are routed from
-probebench/urls.py to leaderboard/api_write_urls.py (namespace "api-write")."""
+probebench/urls.py to leaderboard/api/write_urls.py (namespace "api-write")."""
 
 from csp.constants import UNSAFE_INLINE
 from csp.decorators import csp_update
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 
-from leaderboard import api_compare, api_read
+from leaderboard.api import compare as api_compare
+from leaderboard.api import read as api_read
 
 app_name = "api"
 

@@ -6,7 +6,7 @@ from rest_framework.permissions import IsAdminUser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from leaderboard.api_errors import ErrorSerializer
+from leaderboard.api.errors import ErrorSerializer
 from leaderboard.services.reevaluation import reevaluation_start
 
 

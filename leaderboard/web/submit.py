@@ -11,11 +11,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
 from leaderboard.errors import ServiceError
-from leaderboard.forms import SignupForm, SubmissionForm
 from leaderboard.models import ApiToken, Submission
 from leaderboard.selectors.submissions import submission_detail_get
 from leaderboard.services.submissions import submission_create
 from leaderboard.services.tokens import api_token_create, api_token_revoke
+from leaderboard.web.forms import SignupForm, SubmissionForm
 from probebench.security import form_throttled
 
 # form field that shows a service error about a metadata key

@@ -1,9 +1,9 @@
 """Public pages (namespace "leaderboard"). The researcher pages (sign-up, submit, a submission's
-status, the API token) live in leaderboard/submit_urls.py (namespace "submit")."""
+status, the API token) live in leaderboard/web/submit_urls.py (namespace "submit")."""
 
 from django.urls import path
 
-from leaderboard import views
+from leaderboard.web import views
 
 app_name = "leaderboard"
 

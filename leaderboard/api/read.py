@@ -14,9 +14,6 @@ import json
 
 from django.http import HttpResponse
 from django.urls import reverse
-from django.utils.decorators import method_decorator
-from django.views.decorators.cache import cache_control
-from django.views.decorators.http import conditional_page
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -26,7 +23,7 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
@@ -34,18 +31,16 @@ from rest_framework.views import APIView
 
 from evaluator import metric_table
 from evaluator.registry import COMPONENTS
+from leaderboard.http import public_cache
+from leaderboard.inputs import ProbeQueryInput, TaskListInput, board_query, query_parse
 from leaderboard.models import holdouts_map
 from leaderboard.presentation import POLICY
 from leaderboard.selectors.board import (
     BOARD_STATUSES,
     SORT_KEYS,
     Board,
-    BoardQuery,
-    BoardQueryError,
     board_details_attach,
     board_get,
-    board_query_from_params,
-    category_tabs,
     weights_spec_list,
 )
 from leaderboard.selectors.cycles import (
@@ -54,18 +49,9 @@ from leaderboard.selectors.cycles import (
     reevaluation_list,
     reference_update_list,
 )
-from leaderboard.selectors.probes import ea_reference_summary, probe_detail
+from leaderboard.selectors.probes import probe_detail
 from leaderboard.selectors.registry import base_model_list, category_list, task_list
 from leaderboard.selectors.submissions import submission_queue
-
-PUBLIC_MAX_AGE = 60
-
-
-def public_read(view_class):
-    """Cache headers and ETag/304 handling on every GET of a public read view."""
-    for decorator in (conditional_page, cache_control(public=True, max_age=PUBLIC_MAX_AGE)):
-        view_class.dispatch = method_decorator(decorator)(view_class.dispatch)
-    return view_class
 
 
 class PublicReadApi(APIView):
@@ -76,18 +62,9 @@ class PublicReadApi(APIView):
     http_method_names = ["get", "head", "options"]
 
 
-def _board_query(request, **overrides) -> BoardQuery:
-    try:
-        return board_query_from_params(request.query_params, **overrides)
-    except BoardQueryError as exc:
-        raise ValidationError({exc.param: [exc.message]}) from None
-
-
-def _board(query: BoardQuery) -> Board:
-    try:
-        return board_get(query=query)
-    except BoardQueryError as exc:
-        raise ValidationError({exc.param: [exc.message]}) from None
+def _board(request) -> Board:
+    """The board a request's query string asks for (errors: the exception handler's 400)."""
+    return board_get(query=board_query(request.query_params))
 
 
 BOARD_PARAMETERS = [
@@ -260,7 +237,7 @@ class BoardPagination(LimitOffsetPagination):
 # --------------------------------------------------------------------------- board
 
 
-@public_read
+@public_cache
 class LeaderboardApi(PublicReadApi):
     @extend_schema(
         operation_id="leaderboard",
@@ -273,7 +250,7 @@ class LeaderboardApi(PublicReadApi):
         responses=LeaderboardOutput,
     )
     def get(self, request):
-        board = _board(_board_query(request))
+        board = _board(request)
         paginator = BoardPagination()
         page = paginator.paginate_queryset(board.rows, request, view=self)
         assert page is not None  # BoardPagination has a default limit: it always pages
@@ -408,7 +385,7 @@ def _export_filename(board: Board, ext: str) -> str:
     return f"probebench-{scope}-{board.spec.version}.{ext}"
 
 
-@public_read
+@public_cache
 class LeaderboardCsvApi(PublicReadApi):
     @extend_schema(
         operation_id="leaderboard_csv",
@@ -417,7 +394,7 @@ class LeaderboardCsvApi(PublicReadApi):
         responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="one row per entry")},
     )
     def get(self, request):
-        board = _board(_board_query(request))
+        board = _board(request)
         entries = list(board.rows)  # every entry (ranked in the database or not): one query
         board_details_attach(entries)
         rows = LeaderboardRowOutput(entries, many=True).data
@@ -433,7 +410,7 @@ class LeaderboardCsvApi(PublicReadApi):
         return response
 
 
-@public_read
+@public_cache
 class LeaderboardJsonExportApi(PublicReadApi):
     renderer_classes = [JSONRenderer]
 
@@ -444,7 +421,7 @@ class LeaderboardJsonExportApi(PublicReadApi):
         responses=LeaderboardOutput,
     )
     def get(self, request):
-        board = _board(_board_query(request))
+        board = _board(request)
         entries = list(board.rows)
         board_details_attach(entries)
         data = _board_meta(board) | {
@@ -470,17 +447,13 @@ class CategoryOutput(serializers.Serializer):
     url = serializers.CharField(source="get_absolute_url")
 
 
-@public_read
+@public_cache
 class CategoryListApi(PublicReadApi):
     @extend_schema(
         operation_id="categories", summary="The eight categories", responses=CategoryOutput(many=True)
     )
     def get(self, request):
-        tabs = {t["slug"]: t["count"] for t in category_tabs()}
-        categories = category_list()
-        for c in categories:
-            c.n_probes = tabs.get(c.slug, 0)
-        return Response(CategoryOutput(categories, many=True).data)
+        return Response(CategoryOutput(category_list(), many=True).data)
 
 
 class SplitOutput(serializers.Serializer):
@@ -516,7 +489,7 @@ class TaskOutput(serializers.Serializer):
     url = serializers.CharField(source="get_absolute_url")
 
 
-@public_read
+@public_cache
 class TaskListApi(PublicReadApi):
     @extend_schema(
         operation_id="tasks",
@@ -525,7 +498,7 @@ class TaskListApi(PublicReadApi):
         responses=TaskOutput(many=True),
     )
     def get(self, request):
-        category = (request.query_params.get("category") or "").strip() or None
+        category = query_parse(TaskListInput, request.query_params).get("category")
         return Response(TaskOutput(task_list(category=category), many=True).data)
 
 
@@ -545,7 +518,7 @@ class BaseModelOutput(serializers.Serializer):
     url = serializers.CharField(source="get_absolute_url")
 
 
-@public_read
+@public_cache
 class BaseModelListApi(PublicReadApi):
     @extend_schema(
         operation_id="models", summary="Base models the workers run", responses=BaseModelOutput(many=True)
@@ -563,7 +536,7 @@ class WeightsSpecOutput(serializers.Serializer):
     sha256 = serializers.CharField()
 
 
-@public_read
+@public_cache
 class WeightsSpecListApi(PublicReadApi):
     @extend_schema(
         operation_id="specs",
@@ -723,7 +696,7 @@ class ProbeOutput(serializers.Serializer):
         return [a.to_dict() for a in detail.pending_axes]
 
 
-@public_read
+@public_cache
 class ProbeDetailApi(PublicReadApi):
     @extend_schema(
         operation_id="probe",
@@ -735,21 +708,12 @@ class ProbeDetailApi(PublicReadApi):
         responses={200: ProbeOutput, 404: OpenApiResponse(description="no such public probe")},
     )
     def get(self, request, slug):
-        version = request.query_params.get("version")
-        if version is not None and not version.isdigit():
-            raise ValidationError({"version": ["must be a positive integer"]})
-        try:
-            detail = probe_detail(
-                slug=slug,
-                spec=request.query_params.get("spec") or None,
-                version=int(version) if version else None,
-            )
-        except BoardQueryError as exc:
-            raise ValidationError({exc.param: [exc.message]}) from None
+        params = query_parse(ProbeQueryInput, request.query_params)
+        detail = probe_detail(
+            slug=slug, spec=params.get("spec"), version=params.get("version"), ea_reference=True
+        )
         if detail is None:
             raise NotFound(f"no public probe {slug!r}")
-        detail.version_numbers = [v.number for v in detail.versions]
-        detail.ea_reference = ea_reference_summary(probe=detail.probe)
         return Response(ProbeOutput(detail).data)
 
 
@@ -766,7 +730,7 @@ class CycleOutput(serializers.Serializer):
     url = serializers.CharField(source="get_absolute_url")
 
 
-@public_read
+@public_cache
 class ReevaluationListApi(PublicReadApi):
     @extend_schema(
         operation_id="reevaluations",
@@ -810,7 +774,7 @@ def _public_holdouts(holdouts: dict) -> dict:
     return holdouts_map(holdouts, lambda entry: {k: v for k, v in entry.items() if k != "ids"})
 
 
-@public_read
+@public_cache
 class ReevaluationDetailApi(PublicReadApi):
     @extend_schema(
         operation_id="reevaluation",
@@ -851,7 +815,7 @@ class ReferenceUpdateOutput(serializers.Serializer):
     diff = ReferenceUpdateEntryOutput(many=True, help_text="every dependent entry, before and after")
 
 
-@public_read
+@public_cache
 class ReferenceUpdateListApi(PublicReadApi):
     @extend_schema(
         operation_id="reference_updates",
@@ -870,7 +834,7 @@ class LeakagePublicOutput(LeakageOutput):
         return reverse("leaderboard:probe", args=[record.probe.slug]) if record.probe_public else None
 
 
-@public_read
+@public_cache
 class LeakageListApi(PublicReadApi):
     @extend_schema(
         operation_id="leakage",
@@ -894,7 +858,7 @@ class QueueEntryOutput(serializers.Serializer):
     overdue = serializers.BooleanField(help_text="older than the review goal")
 
 
-@public_read
+@public_cache
 class QueueApi(PublicReadApi):
     @extend_schema(
         operation_id="queue",

@@ -6,12 +6,12 @@ from __future__ import annotations
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
-from leaderboard.api_read import PublicReadApi, public_read
-from leaderboard.selectors.board import BoardQueryError
-from leaderboard.selectors.compare import SIDE_BY_SIDE, CompareQueryError, probes_compare
+from leaderboard.api.read import PublicReadApi
+from leaderboard.http import public_cache
+from leaderboard.inputs import CompareQueryInput, query_parse
+from leaderboard.selectors.compare import SIDE_BY_SIDE, probes_compare
 
 
 class RankIntervalOutput(serializers.Serializer):
@@ -88,7 +88,7 @@ class CompareOutput(serializers.Serializer):
     tasks = TaskComparisonOutput(many=True)
 
 
-@public_read
+@public_cache
 class CompareApi(PublicReadApi):
     @extend_schema(
         operation_id="compare",
@@ -101,13 +101,6 @@ class CompareApi(PublicReadApi):
         responses=CompareOutput,
     )
     def get(self, request):
-        params = request.query_params
-        try:
-            comparison = probes_compare(a=params.get("a"), b=params.get("b"), spec=params.get("spec") or None)
-        except CompareQueryError as exc:
-            if exc.status == 404:
-                raise NotFound(exc.message) from None
-            raise ValidationError({exc.param: [exc.message]}) from None
-        except BoardQueryError as exc:
-            raise ValidationError({exc.param: [exc.message]}) from None
+        params = query_parse(CompareQueryInput, request.query_params)
+        comparison = probes_compare(a=params.get("a"), b=params.get("b"), spec=params.get("spec"))
         return Response(CompareOutput(comparison).data)

@@ -1,10 +1,10 @@
 """Routes of the write API, included under /api/v1/ (namespace "api-write"): submissions
-(leaderboard/api_submissions.py) and maintainer actions (leaderboard/api_maintainers.py)."""
+(leaderboard/api/submissions.py) and maintainer actions (leaderboard/api/maintainers.py)."""
 
 from django.urls import path
 
-from leaderboard.api_maintainers import ReevaluationStartApi
-from leaderboard.api_submissions import SubmissionDetailApi, SubmissionListCreateApi
+from leaderboard.api.maintainers import ReevaluationStartApi
+from leaderboard.api.submissions import SubmissionDetailApi, SubmissionListCreateApi
 
 urlpatterns = [
     path("submissions", SubmissionListCreateApi.as_view(), name="submissions"),

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from leaderboard import views_submit
+from leaderboard.web import submit as views_submit
 
 app_name = "submit"
 

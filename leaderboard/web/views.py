@@ -14,12 +14,12 @@ from django.conf import settings
 from django.core.paginator import Paginator
 from django.http import FileResponse, Http404
 from django.shortcuts import render
-from django.utils.cache import patch_cache_control
-from django.views.decorators.http import conditional_page, require_safe
 
 from evaluator import metric_table
 from evaluator.registry import COMPONENTS
-from leaderboard import plots
+from leaderboard.errors import QueryError
+from leaderboard.http import public_cache
+from leaderboard.inputs import CompareQueryInput, ProbeQueryInput, board_query, query_parse
 from leaderboard.presentation import (
     COLUMN_HELP,
     COMPONENT_LABELS,
@@ -33,13 +33,11 @@ from leaderboard.selectors import cycles, registry
 from leaderboard.selectors.board import (
     BOARD_STATUSES,
     Board,
-    BoardQueryError,
     board_details_attach,
     board_filter_choices,
     board_flat_columns,
     board_get,
     board_overview,
-    board_query_from_params,
     category_tabs,
 )
 from leaderboard.selectors.compare import SIDE_BY_SIDE, CompareQueryError, probes_compare, uncertainty_method
@@ -53,26 +51,31 @@ from leaderboard.selectors.probes import artifact_version_get, probe_detail
 from leaderboard.selectors.progress import board_pending_attach, failures_public, pending_by_category
 from leaderboard.selectors.registry import base_model_detail, base_model_list, task_detail
 from leaderboard.selectors.submissions import submission_queue
+from leaderboard.web import plots
 
-PUBLIC_MAX_AGE = 60
 BOARD_PAGE_SIZE = 50
 
 
-def public_page(view):
-    """GET/HEAD only, ``Cache-Control: public, max-age=…`` and ETag / 304 on every response."""
+def query_errors(**not_found: str | None):
+    """A page's answer to a ``QueryError`` (a malformed or unknown query parameter, spec or probe):
+    the 400 error page naming the parameter; a 404 for an error that is one (no such public probe)
+    and for the parameters named in ``not_found`` (parameter → the 404's message, None: the
+    error's own)."""
 
-    @wraps(view)
-    def wrapped(request, *args, **kwargs):
-        response = view(request, *args, **kwargs)
-        if response.status_code == 200:
-            patch_cache_control(response, public=True, max_age=PUBLIC_MAX_AGE)
-        return response
+    def decorate(view):
+        @wraps(view)
+        def wrapped(request, *args, **kwargs):
+            try:
+                return view(request, *args, **kwargs)
+            except QueryError as exc:
+                if exc.status_code == 404 or exc.param in not_found:
+                    raise Http404(not_found.get(exc.param) or exc.message) from None
+                context = {"message": exc.message, "param": exc.param}
+                return render(request, "leaderboard/error.html", context, status=400)
 
-    return require_safe(conditional_page(wrapped))
+        return wrapped
 
-
-def _bad_request(request, exc: BoardQueryError):
-    return render(request, "leaderboard/error.html", {"message": exc.message, "param": exc.param}, status=400)
+    return decorate
 
 
 def _with(params, **changes) -> str:
@@ -152,12 +155,10 @@ def _board_context(request, board: Board) -> dict:
 # --------------------------------------------------------------------------- board
 
 
-@public_page
+@public_cache
+@query_errors()
 def index(request):
-    try:
-        spec, specs, summaries = board_overview(spec=request.GET.get("spec") or None)
-    except BoardQueryError as exc:
-        return _bad_request(request, exc)
+    spec, specs, summaries = board_overview(spec=request.GET.get("spec") or None)
     return render(
         request,
         "leaderboard/index.html",
@@ -171,15 +172,10 @@ def index(request):
     )
 
 
-@public_page
+@public_cache
+@query_errors(category=None)
 def category(request, slug):
-    try:
-        query = board_query_from_params(request.GET, category=slug)
-        board = board_get(query=query)
-    except BoardQueryError as exc:
-        if exc.param == "category":
-            raise Http404(exc.message) from None
-        return _bad_request(request, exc)
+    board = board_get(query=board_query(request.GET, category=slug))
     context = _board_context(request, board) | {
         "tabs": category_tabs(),
         "current": slug,
@@ -233,17 +229,11 @@ def _steer_charts(measurements: dict) -> dict:
     }
 
 
-@public_page
+@public_cache
+@query_errors(version="no such version")
 def probe(request, slug):
-    version = request.GET.get("version")
-    if version is not None and not version.isdigit():
-        raise Http404("no such version")
-    try:
-        detail = probe_detail(
-            slug=slug, spec=request.GET.get("spec") or None, version=int(version) if version else None
-        )
-    except BoardQueryError as exc:
-        return _bad_request(request, exc)
+    params = query_parse(ProbeQueryInput, request.GET)
+    detail = probe_detail(slug=slug, spec=params.get("spec"), version=params.get("version"))
     if detail is None:
         raise Http404("no public probe with this id")
     roc = {r.task: r.result["roc"] for r in detail.results if r.result.get("roc")}
@@ -274,6 +264,7 @@ def probe(request, slug):
     )
 
 
+@public_cache(max_age=86400, immutable=True, etag=False)
 def artifact(request, slug, number):
     """The artifact of a public version, as bytes (never for unscored, failed or rejected ones)."""
     version = artifact_version_get(slug=slug, number=number)
@@ -291,17 +282,13 @@ def artifact(request, slug, number):
     )
     response["ETag"] = f'"{version.artifact_sha256}"'
     response["X-Artifact-SHA256"] = version.artifact_sha256
-    patch_cache_control(response, public=True, max_age=86400, immutable=True)
     return response
-
-
-artifact = require_safe(artifact)
 
 
 # --------------------------------------------------------------------------- registry pages
 
 
-@public_page
+@public_cache
 def task_list(request):
     return render(
         request,
@@ -310,7 +297,7 @@ def task_list(request):
     )
 
 
-@public_page
+@public_cache
 def task(request, slug):
     detail = task_detail(slug=slug)
     if detail is None:
@@ -318,12 +305,12 @@ def task(request, slug):
     return render(request, "leaderboard/task.html", {"d": detail})
 
 
-@public_page
+@public_cache
 def model_list(request):
     return render(request, "leaderboard/model_list.html", {"models": base_model_list()})
 
 
-@public_page
+@public_cache
 def model(request, slug):
     detail = base_model_detail(slug=slug)
     if detail is None:
@@ -331,7 +318,7 @@ def model(request, slug):
     return render(request, "leaderboard/model.html", {"d": detail, "board": detail.board})
 
 
-@public_page
+@public_cache
 def methodology(request):
     columns = [{"key": key, **help} for key, help in COLUMN_HELP.items()]
     context = registry.methodology() | {
@@ -360,25 +347,18 @@ COMPARE_OVERALL = (
 )
 
 
-@public_page
+@public_cache
+@query_errors()
 def compare(request):
     """Two probes side by side: ``?a=SLUG&b=SLUG`` or, from a board, the two ticked rows ``?p=…&p=…``."""
-    params = request.GET
+    params = query_parse(CompareQueryInput, request.GET)
     a, b = params.get("a"), params.get("b")
-    picked = [p for p in params.getlist("p") if p]
+    picked = [p for p in request.GET.getlist("p") if p]
     if not (a or b) and picked:
         if len(picked) != 2:
-            exc = CompareQueryError(f"tick exactly two probes to compare ({len(picked)} ticked)", param="p")
-            return _bad_request(request, exc)
+            raise CompareQueryError(f"tick exactly two probes to compare ({len(picked)} ticked)", param="p")
         a, b = picked
-    try:
-        c = probes_compare(a=a, b=b, spec=params.get("spec") or None)
-    except CompareQueryError as exc:
-        if exc.status == 404:
-            raise Http404(exc.message) from None
-        return _bad_request(request, exc)
-    except BoardQueryError as exc:
-        return _bad_request(request, exc)
+    c = probes_compare(a=a, b=b, spec=params.get("spec"))
     charts = [
         plots.roc_svg(
             {f"A · {c.a.probe.name}": t.a["roc"], f"B · {c.b.probe.name}": t.b["roc"]},
@@ -405,7 +385,7 @@ def compare(request):
 # --------------------------------------------------------------------------- cycles, leakage, queue
 
 
-@public_page
+@public_cache
 def reevaluation_list(request):
     return render(
         request,
@@ -414,7 +394,7 @@ def reevaluation_list(request):
     )
 
 
-@public_page
+@public_cache
 def reference_update(request, pk):
     update = reference_update_get(pk=pk)
     if update is None:
@@ -422,7 +402,7 @@ def reference_update(request, pk):
     return render(request, "leaderboard/reference_update.html", {"update": update})
 
 
-@public_page
+@public_cache
 def reevaluation(request, quarter):
     found = reevaluation_detail(quarter=quarter)
     if found is None:
@@ -436,12 +416,12 @@ def reevaluation(request, quarter):
     )
 
 
-@public_page
+@public_cache
 def leakage(request):
     return render(request, "leaderboard/leakage.html", {"records": leakage_public_list()})
 
 
-@public_page
+@public_cache
 def queue(request):
     return render(
         request,

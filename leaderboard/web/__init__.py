@@ -1,0 +1,1 @@
+"""The public and researcher pages: views, forms, plots and their URL modules."""
