@@ -70,7 +70,7 @@ def test_the_probe_vocabulary_has_one_home():
     import evaluator.activations as activations
     import evaluator.applicability as home
     import evaluator.probes as probes
-    import leaderboard.forms as forms
+    import leaderboard.web.forms as forms
     import leaderboard.validation as validation
 
     for module in (probes, validation, forms):
