@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Prefetch
 
+from evaluator.records import TaskRecord
 from evaluator.registry import EVAL_AWARENESS
 from leaderboard.models import (
     BaseModel,
@@ -39,46 +40,37 @@ def _number(value) -> float | None:
 
 
 def task_result_normalize(raw: dict) -> dict:
-    """One task's stored results in the shape the pages and the API show.
-
-    Accepts the documented keys (``roc``, ``auroc_ea_imputed``, ``baselines: {random_direction,
-    diff_of_means}``, ``lift``) and the evaluator's TaskMetrics/BaselineResult names
-    (``roc_points``, ``auroc_ea_status``, ``random_direction_auroc``, ``lift_over_random``...).
-    """
-    raw = raw or {}
-    metrics = raw.get("metrics")
-    if not isinstance(metrics, dict):
-        metrics = raw
-    base_raw = raw.get("baselines") or {}
+    """One task's stored results in the shape the pages and the API show, read through the one
+    record of a stored task result (``evaluator.records.TaskRecord.from_json``, which also reads
+    the evaluator's spellings)."""
+    record = TaskRecord.from_json(raw)
+    m = record.metrics
     baselines = {
-        "random_direction": _number(base_raw.get("random_direction", base_raw.get("random_direction_auroc"))),
-        "diff_of_means": _number(base_raw.get("diff_of_means", base_raw.get("diff_of_means_auroc"))),
+        "random_direction": _number(record.random_direction),
+        "diff_of_means": _number(record.diff_of_means),
     }
-    lift = raw.get("lift") or {}
-    if not lift and base_raw:
-        lift = {
-            "random_direction": _number(base_raw.get("lift_over_random")),
-            "diff_of_means": _number(base_raw.get("lift_over_diff_of_means")),
-        }
-    ea_status = metrics.get("auroc_ea_status")
+    lift = {
+        "random_direction": _number(record.lift_random_direction),
+        "diff_of_means": _number(record.lift_diff_of_means),
+    }
     return {
-        "auroc": _number(metrics.get("auroc")),
-        "auroc_ci": parse_ci(metrics.get("auroc_ci")),
-        "auroc_ea": _number(metrics.get("auroc_ea")),
-        "auroc_ea_imputed": bool(metrics.get("auroc_ea_imputed", ea_status == "imputed")),
-        "auroc_ea_na": ea_status == "n/a",
-        "auroc_ds": _number(metrics.get("auroc_ds")),
-        "auroc_ds_imputed": bool(metrics.get("auroc_ds_imputed", False)),
-        "ece": _number(metrics.get("ece")),
-        "brier": _number(metrics.get("brier")),
-        "recall_at_1pct_fpr": _number(metrics.get("recall_at_1pct_fpr")),
-        "lift_over_text": _number(metrics.get("lift_over_text")),
-        "text_baseline_auroc": _number((metrics.get("text_baseline") or {}).get("bow")),
-        "threshold_1pct_fpr": _number(metrics.get("threshold_1pct_fpr")),
-        "fpr_at_1pct_threshold": _number(metrics.get("fpr_at_1pct_threshold")),
-        "n_test": metrics.get("n_test"),
-        "roc": metrics.get("roc") or metrics.get("roc_points") or [],
-        "reliability": metrics.get("reliability") or [],
+        "auroc": _number(m.auroc),
+        "auroc_ci": parse_ci(m.auroc_ci),
+        "auroc_ea": _number(m.auroc_ea),
+        "auroc_ea_imputed": m.auroc_ea_status == "imputed",
+        "auroc_ea_na": m.auroc_ea_status == "n/a",
+        "auroc_ds": _number(m.auroc_ds),
+        "auroc_ds_imputed": m.auroc_ds_imputed,
+        "ece": _number(m.ece),
+        "brier": _number(m.brier),
+        "recall_at_1pct_fpr": _number(m.recall_at_1pct_fpr),
+        "lift_over_text": _number(record.lift_over_text),
+        "text_baseline_auroc": _number(record.text_baseline_bow),
+        "threshold_1pct_fpr": _number(m.threshold_1pct_fpr),
+        "fpr_at_1pct_threshold": _number(m.fpr_at_1pct_threshold),
+        "n_test": m.n_test,
+        "roc": [list(point) for point in m.roc_points],
+        "reliability": m.reliability,
         "baselines": {k: v for k, v in baselines.items() if v is not None},
         "lift": {k: v for k, v in lift.items() if v is not None},
     }
