@@ -70,8 +70,8 @@ def test_the_probe_vocabulary_has_one_home():
     import evaluator.activations as activations
     import evaluator.applicability as home
     import evaluator.probes as probes
-    import leaderboard.web.forms as forms
     import leaderboard.validation as validation
+    import leaderboard.web.forms as forms
 
     for module in (probes, validation, forms):
         assert module.POSITIONS is home.POSITIONS
