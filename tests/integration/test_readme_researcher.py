@@ -150,7 +150,8 @@ def test_the_readme_researcher_block_works_as_written_for_a_token_only_user(
     followed = json.loads(stdout)
     assert followed["id"] == sid and followed["status"] == "scored"
     assert followed["board_row"]["probe"] == slug
-    assert any(" runs done" in line and "running" in line for line in progress), progress
+    # follow reports the runs as they finish (whether it catches one running depends on the timing)
+    assert any(" runs done" in line for line in progress[1:]), progress
 
     reproduced = sh(reproduce)
     assert reproduced.returncode == 0, reproduced.stderr[-3000:]

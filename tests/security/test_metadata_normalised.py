@@ -72,10 +72,13 @@ def test_a_run_of_a_submission_with_authors_as_a_string_does_not_fail_on_its_met
     assert response.status_code == 201, response.content
     run = Run.objects.filter(kind=Run.Kind.SCORE).order_by("pk").first()
 
+    # the submission's runs are dispatched when it commits (eagerly, in-process, as the embedded
+    # board does); one not yet run is executed here as the worker executes it
     outcome = evaluation_run_process(run_id=run.pk, worker="metadata-test")
 
     run.refresh_from_db()
-    assert (outcome, run.status, run.error) == ("succeeded", Run.Status.SUCCEEDED, "")
+    assert outcome in ("succeeded", "skipped")  # skipped: already run at commit
+    assert (run.status, run.error) == (Run.Status.SUCCEEDED, "")
 
 
 def test_versions_stored_with_an_authors_string_are_normalised_by_the_migration(api):
