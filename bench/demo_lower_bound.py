@@ -2,7 +2,9 @@
 
 The board's primary scores need, for each reference probe, its scores on the train, test and
 distshift splits of every task of its category that it can read (and the eval-awareness reference
-probe's scores on each of those tasks' test splits). With a perfect activation cache, each distinct
+probe's scores on each of those tasks' test splits). Only the first eval-awareness reference of each
+model is counted; the demo also measures the reference that replaces it (another position, so more
+forwards), so the bound under-counts and stays a lower bound. With a perfect activation cache, each distinct
 (base model, task, split, input, position) is read by one full-depth forward and never again, so
 the time to fill the board cannot be less than the sum, over those groups, of their tokens divided
 by the model's forward throughput. This script counts the tokens with each model's own tokenizer,
