@@ -50,6 +50,7 @@ class Metric:
     exported: bool = False
     not_compared: str = ""  # why a declarable metric is not compared
     version: int = 1  # bumped when the definition changes what the number means
+    interval: bool = False  # a 95% interval is stored beside it, as ``<name>_ci`` ([lo, hi])
 
     @property
     def direction(self) -> str:
@@ -162,11 +163,14 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         "lift_over_text",
         "Lift over text",
-        "test AUROC minus the task's bag-of-words AUROC on the same rows",
+        "test AUROC minus the strongest text-only baseline's AUROC on the same rows (the best member of"
+        " the task's panel, each fit on train with hyperparameters by CV on train), DeLong 95% interval",
         -1.0,
         1.0,
         True,
         exported=True,
+        version=2,
+        interval=True,
     ),
     Metric(
         "direction_utility",
@@ -206,6 +210,29 @@ def compared_names() -> tuple[str, ...]:
 
 def exported_names() -> tuple[str, ...]:
     return tuple(m.name for m in METRICS if m.exported)
+
+
+def exported_columns() -> tuple[str, ...]:
+    """The export's columns of the exported metrics: each one's value, and the bounds of its
+    interval where it has one (``<name>_ci_lo``, ``<name>_ci_hi``)."""
+    out: list[str] = []
+    for m in METRICS:
+        if m.exported:
+            out += [m.name, f"{m.name}_ci_lo", f"{m.name}_ci_hi"] if m.interval else [m.name]
+    return tuple(out)
+
+
+def exported_values(row) -> dict[str, object]:
+    """:func:`exported_columns` read from a mapping holding each metric by name (and
+    ``<name>_ci`` as [lo, hi] or None)."""
+    out: dict[str, object] = {}
+    for m in METRICS:
+        if m.exported:
+            out[m.name] = row.get(m.name)
+            if m.interval:
+                ci = row.get(f"{m.name}_ci") or [None, None]
+                out[f"{m.name}_ci_lo"], out[f"{m.name}_ci_hi"] = ci[0], ci[1]
+    return out
 
 
 def judged_task_names() -> tuple[str, ...]:

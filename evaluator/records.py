@@ -31,8 +31,10 @@ from evaluator.measure import TaskMetrics
 from evaluator.scoring import Measurements
 
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
-#: Score.measurements key of the mean over tasks of (probe test AUROC − bag-of-words AUROC)
+#: Score.measurements key of the mean over tasks of (probe test AUROC − strongest text baseline's)
 LIFT_OVER_TEXT_KEY = "lift_over_text"
+#: Score.measurements key of that mean's 95% interval (evaluator.text_baselines.mean_lift_ci)
+LIFT_OVER_TEXT_CI_KEY = "lift_over_text_ci"
 
 
 @cache
@@ -54,12 +56,15 @@ def _pair(value: Any) -> tuple[float, float] | None:
 
 @dataclass(frozen=True)
 class TaskRecord:
-    """One task's stored results (``Score.per_task[task]``): the per-task metrics, the
-    bag-of-words baseline and the lift over it, and the automatic baselines at the probe's layer."""
+    """One task's stored results (``Score.per_task[task]``): the per-task metrics, the strongest
+    text-only baseline on the test rows and the lift over it (with DeLong's paired interval), and
+    the automatic baselines at the probe's layer."""
 
     metrics: TaskMetrics
-    text_baseline_bow: float | None = None
+    text_baseline: str | None = None  # the panel member (evaluator.text_baselines.strongest)
+    text_baseline_auroc: float | None = None
     lift_over_text: float | None = None
+    lift_over_text_ci: tuple[float, float] | None = None
     random_direction: float | None = None
     diff_of_means: float | None = None
     lift_random_direction: float | None = None
@@ -67,15 +72,19 @@ class TaskRecord:
 
     @classmethod
     def measured(
-        cls, metrics: TaskMetrics, *, bow: float | None, baselines: Mapping[str, Any] | None
+        cls, metrics: TaskMetrics, *, text: Mapping[str, Any] | None, baselines: Mapping[str, Any] | None
     ) -> TaskRecord:
-        """From freshly computed metrics, the task's bag-of-words AUROC (None: none recorded) and
-        the test run's ``BaselineResult`` dict (None: none)."""
+        """From freshly computed metrics, the lift over the task's strongest text baseline
+        (:func:`evaluator.text_baselines.text_lift`; None: no panel committed) and the test run's
+        ``BaselineResult`` dict (None: none)."""
         b = baselines or {}
+        t = text or {}
         return cls(
             metrics=metrics,
-            text_baseline_bow=bow,
-            lift_over_text=None if bow is None or metrics.auroc is None else round(metrics.auroc - bow, 6),
+            text_baseline=t.get("name"),
+            text_baseline_auroc=t.get("auroc"),
+            lift_over_text=t.get("lift"),
+            lift_over_text_ci=_pair(t.get("ci")),
             random_direction=b.get("random_direction_auroc"),
             diff_of_means=b.get("diff_of_means_auroc"),
             lift_random_direction=b.get("lift_over_random"),
@@ -84,8 +93,9 @@ class TaskRecord:
 
     def to_json(self) -> dict[str, Any]:
         d = self.metrics.to_dict()
-        d["text_baseline"] = {"bow": self.text_baseline_bow}
+        d["text_baseline"] = {"name": self.text_baseline, "auroc": self.text_baseline_auroc}
         d["lift_over_text"] = self.lift_over_text
+        d["lift_over_text_ci"] = None if self.lift_over_text_ci is None else list(self.lift_over_text_ci)
         d["roc"] = d.pop("roc_points")
         d["auroc_ea_imputed"] = d["auroc_ea_status"] == "imputed"
         d["baselines"] = {"random_direction": self.random_direction, "diff_of_means": self.diff_of_means}
@@ -134,10 +144,15 @@ class TaskRecord:
                 "random_direction": base.get("lift_over_random"),
                 "diff_of_means": base.get("lift_over_diff_of_means"),
             }
+        text = metrics.get("text_baseline") or {}
+        if "bow" in text:  # scored before the panel: the lift was over a bag of words
+            text = {"name": "bag_of_words", "auroc": text["bow"]}
         return cls(
             metrics=tm,
-            text_baseline_bow=_number((metrics.get("text_baseline") or {}).get("bow")),
+            text_baseline=text.get("name") if isinstance(text.get("name"), str) else None,
+            text_baseline_auroc=_number(text.get("auroc")),
             lift_over_text=_number(metrics.get("lift_over_text")),
+            lift_over_text_ci=_pair(metrics.get("lift_over_text_ci")),
             random_direction=_number(base.get("random_direction", base.get("random_direction_auroc"))),
             diff_of_means=_number(base.get("diff_of_means", base.get("diff_of_means_auroc"))),
             lift_random_direction=_number(lift.get("random_direction")),
@@ -149,7 +164,7 @@ def aggregate_stored(
     aggregate: Mapping[str, Any],
     *,
     tests: Sequence[tuple[np.ndarray, np.ndarray]],
-    lifts_over_text: Sequence[float],
+    lifts_over_text: Sequence[tuple[float, tuple[float, float] | None]],
     not_measured_on_policy: Sequence[str],
     latency: Mapping[str, Any],
     transfer: Mapping[str, float | None],
@@ -158,14 +173,20 @@ def aggregate_stored(
 ) -> dict[str, Any]:
     """``Score.measurements``: the aggregate of :func:`evaluator.measure.aggregate_measurements`
     with what the board keeps beside it: the interval on the mean AUROC (``tests``: each task's
-    test scores and labels), the mean lift over text, the on-policy tasks this base model has no
+    test scores and labels), the mean lift over text (``lifts_over_text``: each task's lift and its
+    interval) with its interval (None unless every task has one), the on-policy tasks this base model has no
     behaviour on, the latency's device and model forward, ρ per transfer target, direction
     utility, and why each imputed component was imputed."""
     from evaluator.metrics import auroc_mean_ci
 
     out = dict(aggregate)
     out["auroc_ci"] = list(auroc_mean_ci(list(tests)))
-    out[LIFT_OVER_TEXT_KEY] = float(np.mean(lifts_over_text)) if lifts_over_text else None
+    from evaluator.text_baselines import mean_lift_ci
+
+    out[LIFT_OVER_TEXT_KEY] = float(np.mean([v for v, _ in lifts_over_text])) if lifts_over_text else None
+    with_ci = [(v, ci) for v, ci in lifts_over_text if ci is not None]
+    ci = mean_lift_ci(with_ci) if with_ci and len(with_ci) == len(lifts_over_text) else None
+    out[LIFT_OVER_TEXT_CI_KEY] = None if ci is None else list(ci)
     out["not_measured_on_policy"] = sorted(not_measured_on_policy)
     return {
         **out,

@@ -148,9 +148,9 @@ class TaskSpec:
     #: split files are per model (``splits_by_model``) and ``splits`` is empty
     on_policy: bool = False
     splits_by_model: dict[str, dict[str, SplitSpec]] = field(default_factory=dict)
-    #: text-only baselines fit on train (``data-baselines``): {split: {bow_auroc, length_auroc, n}},
-    #: for an on-policy task {model: {split: {...}}}
-    text_baselines: dict[str, Any] = field(default_factory=dict)
+    #: the SHA-256 of the committed text-baseline panel file (``data-baselines --write``,
+    #: evaluator.text_baselines), keyed by base model for an on-policy task and by "" otherwise
+    text_panel: dict[str, str] = field(default_factory=dict)
     #: the features of the structured text baseline (``structured_baseline.features``), () when
     #: the card declares none (evaluator.text_panel)
     structured_baseline: tuple[StructuredFeature, ...] = ()
@@ -172,10 +172,10 @@ class TaskSpec:
         models whose behaviour it records; an encoder generates nothing)."""
         return not self.on_policy or model_id in self.splits_by_model
 
-    def text_baseline(self, model_id: str | None = None, split: str = "test") -> dict[str, Any]:
-        """The stored text-only baselines of one split ({} when not computed)."""
-        table = self.text_baselines.get(model_id or "", {}) if self.on_policy else self.text_baselines
-        return dict(table.get(split) or {})
+    def text_panel_sha256(self, model_id: str | None = None) -> str | None:
+        """The pinned hash of the text-baseline panel a probe on ``model_id`` is judged against
+        (None: no panel committed)."""
+        return self.text_panel.get((model_id or "") if self.on_policy else "")
 
     @property
     def is_active(self) -> bool:
@@ -518,6 +518,25 @@ def _load_structured_baseline(entry: dict, where: str) -> tuple[StructuredFeatur
     return tuple(out)
 
 
+def _load_text_panel(value: Any, on_policy: bool, where: str) -> dict[str, str]:
+    """``text_panel`` in tasks.yaml: a SHA-256 (a task about its text) or {model: SHA-256} (an
+    on-policy task); absent when no panel is committed."""
+    if value is None:
+        return {}
+    hexdigits = set("0123456789abcdef")
+
+    def sha(v: Any, at: str) -> str:
+        if not (isinstance(v, str) and len(v) == 64 and set(v) <= hexdigits):
+            raise RegistryError(f"{at}: text_panel must be a lowercase hex SHA-256, got {v!r}")
+        return v
+
+    if on_policy:
+        if not isinstance(value, dict):
+            raise RegistryError(f"{where}: text_panel of an on-policy task maps each base model to a SHA-256")
+        return {str(m): sha(v, f"{where} ({m})") for m, v in value.items()}
+    return {"": sha(value, where)}
+
+
 def load_tasks(path: Path) -> tuple[dict[str, Category], dict[str, TaskSpec]]:
     data = _read_yaml(path) or {}
     where = str(path)
@@ -571,7 +590,7 @@ def load_tasks(path: Path) -> tuple[dict[str, Category], dict[str, TaskSpec]]:
             splits=splits,
             on_policy=on_policy,
             splits_by_model=splits_by_model,
-            text_baselines=dict(entry.get("text_baselines") or {}),
+            text_panel=_load_text_panel(entry.get("text_panel"), on_policy, f"{where}: task {task_id}"),
             structured_baseline=structured,
             status=status,
             superseded_by=entry.get("superseded_by"),
@@ -916,4 +935,9 @@ def load_registry(root: str | Path | None = None, *, verify_hashes: bool = False
     _check_on_policy_models(reg.tasks, reg.models, str(root / "tasks.yaml"))
     if verify_hashes:
         reg.verify_all_splits()
+        from evaluator.text_baselines import load_panel
+
+        for task in reg.tasks.values():
+            for model in task.text_panel:
+                load_panel(root, task, model or None)  # raises on a missing or changed file
     return reg

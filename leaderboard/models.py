@@ -116,8 +116,8 @@ class Task(models.Model):
     text_baselines = models.JSONField(
         default=dict,
         blank=True,
-        help_text="text-only baselines fit on train: {split: {bow_auroc, length_auroc, n}}"
-        " ({model: {split: ...}} for an on-policy task)",
+        help_text="the committed text-baseline panel without its per-row scores (members, their"
+        " AUROCs per split, sha256); {model: panel} for an on-policy task",
     )
 
     class Meta:
@@ -134,10 +134,11 @@ class Task(models.Model):
         the models it has split files for (an encoder has no behaviour to label)."""
         return not self.on_policy or self.splits.filter(base_model_id=base_model_id).exists()
 
-    def text_baseline(self, base_model_id: str | None = None, split: str = "test") -> dict:
-        """The stored text-only baselines of one split ({} when none)."""
-        table = (self.text_baselines or {}).get(base_model_id, {}) if self.on_policy else self.text_baselines
-        return dict((table or {}).get(split) or {})
+    def text_panel(self, base_model_id: str | None = None) -> dict:
+        """The text-baseline panel a probe on ``base_model_id`` is judged against ({} when none);
+        evaluator.text_baselines reads it (``strongest``, the pinned ``sha256``)."""
+        panels = self.text_baselines or {}
+        return dict((panels.get(base_model_id or "") if self.on_policy else panels) or {})
 
 
 class TaskSplit(models.Model):
@@ -710,6 +711,14 @@ class RankInterval(models.Model):
     rank_hi = models.PositiveIntegerField()
     tied_for_first = models.BooleanField(default=False)
     tie_group = models.PositiveIntegerField(help_text="1, 2, ... in board order")
+    borda_rank = models.PositiveIntegerField(
+        null=True, blank=True, help_text="rank by the mean share of entries beaten per task (evaluator.ranks)"
+    )
+    borda_score = models.FloatField(null=True, blank=True)
+    rank_delta = models.IntegerField(
+        null=True, blank=True, help_text="rank on the latest quarterly holdout minus rank on test"
+    )
+    rank_delta_quarter = models.CharField(max_length=10, blank=True)
     n_entries = models.PositiveIntegerField(help_text="active entries on the board it was computed for")
     n_resamples = models.PositiveIntegerField()
     seed = models.BigIntegerField()

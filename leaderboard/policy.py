@@ -33,6 +33,18 @@ def run_queue(kind: str) -> str:
     return PRIMARY_QUEUE if kind in PRIMARY_RUN_KINDS else SECONDARY_QUEUE
 
 
+# Saturation: a task (or a board) where more than this share of the entries score at least
+# SATURATED_AUROC test AUROC no longer separates them on AUROC; its page says so and the board
+# leads with the columns that still separate its entries.
+SATURATED_AUROC = 0.99
+SATURATED_SHARE = 0.5
+
+
+def saturated(high: int, n: int) -> bool:
+    """Whether ``high`` entries at or above SATURATED_AUROC are most of ``n`` (at least two)."""
+    return n >= 2 and high > SATURATED_SHARE * n
+
+
 # Quarterly re-evaluation. AUROC "points" are AUROC × 100.
 DIFF_POINTS = 5.0  # a drop above this is listed in the public diff
 DEPRECATE_POINTS = 10.0  # a drop above this deprecates the entry

@@ -217,16 +217,44 @@ COLUMN_HELP: dict[str, dict[str, str]] = {
     },
     "lift": {
         "label": "Lift over text",
-        "what": "the probe's test AUROC minus the AUROC of a bag-of-words logistic regression fit on the same "
-        "task's train rows and measured on the same test rows, mean over tasks: what the probe finds "
-        "beyond the words themselves",
+        "what": "the probe's test AUROC minus the AUROC of the task's strongest text-only baseline on the same "
+        "test rows (the best of a panel of text models, each fit on the task's train rows with its "
+        "hyperparameters chosen by cross-validation on train; the task page lists them), mean over "
+        "tasks: what the probe finds beyond the words themselves",
         "unit": "AUROC difference",
         "range": "[−1, 1]",
+        "interval": "95%: DeLong's paired interval per task; the mean's adds the tasks' variances (in the "
+        "cell's tooltip). ≈0 marks an interval that includes 0",
+        "zero": "0: no better than the text alone. On a task where the text alone reaches AUROC 1.000 no probe "
+        "can show any lift (the eval-awareness tasks' test rows are separable from their words), which "
+        "says that about the task, not about the probes",
+        "top": "positive: the probe separates the classes better than any text model of the panel; "
+        "negative: worse",
+        "score": "not part of the ProbeScore (shown beside it)",
+    },
+    "borda": {
+        "label": "Borda rank",
+        "what": "on each of the category's tasks, the share of the other entries this one beats on test "
+        "AUROC (ties count ½); the mean of those shares over its tasks ranks the entries. One task where "
+        "an entry is far ahead cannot carry it, and a task where every entry is at 0.99 separates nobody",
+        "unit": "a rank (1 is best)",
+        "range": "1 to the number of entries",
         "interval": "none",
-        "zero": "0: no better than word counts. On a task where word counts alone reach AUROC 1.000 no probe "
-        "can show any lift: the whole eval-awareness board reads 0.000 for that reason (the test rows "
-        "are separable from their words alone), which says that about the task, not about the probes",
-        "top": "positive: the probe separates the classes better than the words do; negative: worse",
+        "zero": "—",
+        "top": "1: beats the most entries on the most tasks; the full category board's rank, whatever "
+        "the view filters",
+        "score": "not part of the ProbeScore (a second order beside it)",
+    },
+    "delta": {
+        "label": "Rank delta (holdout − test)",
+        "what": "in the latest completed quarterly re-evaluation, the entry's rank by holdout AUROC minus "
+        "its rank by test AUROC, among the entries that cycle measured",
+        "unit": "ranks",
+        "range": "−(entries − 1) to entries − 1",
+        "interval": "none",
+        "zero": "0: its place held on fresh rows",
+        "top": "negative: it climbed on fresh rows; positive: it fell behind others (it looked better on "
+        "test than it is); — : not measured in that cycle",
         "score": "not part of the ProbeScore (shown beside it)",
     },
     "utility": {

@@ -55,6 +55,19 @@ def registry_load(*, verify_hashes: bool = False) -> Registry:
 
 
 @transaction.atomic
+def _panel_summaries(reg: Registry, task) -> dict:
+    """What the task keeps of its committed text-baseline panels: each file without its per-row
+    scores, with its hash (per base model for an on-policy task). A pinned file that is missing or
+    changed stops the sync (evaluator.text_baselines.read_panel)."""
+    from evaluator.text_baselines import read_panel, summary
+
+    out = {
+        model: summary(read_panel(reg.root, task.id, model or None, sha), sha256=sha)
+        for model, sha in task.text_panel.items()
+    }
+    return out if task.on_policy else out.get("", {})
+
+
 def registry_sync(*, registry: Registry | None = None, verify_hashes: bool = True) -> SyncReport:
     reg = registry or registry_load(verify_hashes=verify_hashes)
     report = SyncReport()
@@ -134,7 +147,7 @@ def registry_sync(*, registry: Registry | None = None, verify_hashes: bool = Tru
                 "status": status,
                 "minted": t.minted,
                 "on_policy": t.on_policy,
-                "text_baselines": t.text_baselines,
+                "text_baselines": _panel_summaries(reg, t),
             },
         )
         for s in t.splits.values():

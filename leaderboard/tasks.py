@@ -54,12 +54,22 @@ def reference_update_advance_task(update_id: int) -> str:
 
 
 @shared_task(acks_late=True)
-def rank_intervals_refresh_task(category_id: str) -> dict:
-    """Recompute the rank intervals of a category's boards after its scores changed (no model:
-    the default queue; a duplicate message finds the boards current and does nothing)."""
+def rank_intervals_refresh_task(category_id: str, force: bool = False) -> dict:
+    """Recompute the rank intervals of a category's boards after its scores changed, or (``force``)
+    after a quarterly cycle completed (no model: the default queue; a duplicate message finds the
+    boards current and does nothing)."""
     from leaderboard.services.rank_intervals import rank_intervals_refresh
 
-    return rank_intervals_refresh(category_id=category_id)
+    return rank_intervals_refresh(category_id=category_id, force=force)
+
+
+@shared_task(acks_late=True)
+def examples_export_task(quarter: str) -> dict:
+    """Write a quarter's per-example bulk export once its cycle completed (no model: the default
+    queue; a duplicate message rewrites the same file)."""
+    from leaderboard.services.exports import examples_export_write
+
+    return examples_export_write(quarter)
 
 
 @worker_process_init.connect

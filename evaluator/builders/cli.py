@@ -206,10 +206,10 @@ def update_tasks_yaml(path: Path, results: dict[str, dict]) -> None:
         for task_id, res in results.items():
             entry = task_entry(res["meta"], res["splits"], res)
             # declared by hand next to the templates: the behavioural readout (direction utility)
-            # and the structured text baseline's features; text_baselines is written by data-baselines
+            # and the structured text baseline's features; text_panel is written by data-baselines
             kept = {
                 k: by_id[task_id][k]
-                for k in ("readout", "readout_reason", "text_baselines", "structured_baseline")
+                for k in ("readout", "readout_reason", "text_panel", "structured_baseline")
                 if k in by_id.get(task_id, {})
             }
             if kept:
@@ -398,27 +398,24 @@ def _baseline_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--write",
         action="store_true",
-        help="store the bag-of-words and length baselines in tasks.yaml as each task's text_baselines"
-        " (what lift_over_text is measured against today); prints those instead of the panel",
+        help="fit the panel of the given (default: every) task on each of its files, write"
+        " registry/baselines/ and pin each file's SHA-256 in tasks.yaml as the task's text_panel",
     )
 
 
 @command("data-baselines", _baseline_args)
 def run_data_baselines(args: argparse.Namespace) -> dict:
-    """The text-baseline panel of one task (evaluator.text_panel); with ``--write``, the stored
-    bag-of-words and length baselines of the given (or all) tasks, as before."""
-    from evaluator.builders.baselines import registry_text_baselines, text_baselines_write
+    """The text-baseline panel of one task (evaluator.text_panel); with ``--write``, the committed
+    panel files of the given (or all) tasks (evaluator.text_baselines)."""
     from evaluator.registry import default_root
 
     root = (args.registry or default_root()).resolve()
     if args.write:
-        values = registry_text_baselines(root, args.task)
-        text_baselines_write(root / "tasks.yaml", values)
-        return values
+        return data_baselines_write(root, args.task, cache_dir=args.cache_dir, encoder=not args.no_encoder)
     if not args.task or len(args.task) != 1:
         raise EvaluatorError(
             "data-baselines prints the text-baseline panel of one task: name it with --task"
-            " (--write stores the bag-of-words baselines of several)"
+            " (--write writes the panels of several)"
         )
     return data_baselines_panel(
         root,
@@ -429,6 +426,35 @@ def run_data_baselines(args: argparse.Namespace) -> dict:
         encoder=not args.no_encoder,
         scores=args.scores,
     )
+
+
+def data_baselines_write(
+    root: Path, task_ids: list[str] | None, *, cache_dir: Path | None = None, encoder: bool = True
+) -> dict[str, Any]:
+    """Write the panel files of ``task_ids`` (default: all) and pin them in tasks.yaml; returns
+    the pins."""
+    from evaluator.builders.common import rewrite_tasks
+    from evaluator.cli import default_cache_dir
+    from evaluator.registry import load_registry
+    from evaluator.text_baselines import write_panels
+    from evaluator.text_panel import ENCODER_ID, encoder_embed
+
+    registry = load_registry(root)
+    embed = encoder_embed(registry, cache_dir=cache_dir or default_cache_dir()) if encoder else None
+    pins = write_panels(root, task_ids, embed=embed, encoder=ENCODER_ID if encoder else None)
+
+    def edit(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for entry in entries:
+            if entry["id"] in pins:  # text_panel goes where it always sits: after the templates
+                items = [(k, v) for k, v in entry.items() if k not in ("text_panel", "text_baselines")]
+                at = [k for k, _ in items].index("templates") + 1 if "templates" in entry else len(items)
+                entry = dict(items[:at] + [("text_panel", pins[entry["id"]])] + items[at:])
+            out.append(entry)
+        return out
+
+    rewrite_tasks(root / "tasks.yaml", edit)
+    return pins
 
 
 def data_baselines_panel(
@@ -442,8 +468,8 @@ def data_baselines_panel(
     scores: bool = False,
 ) -> dict[str, Any]:
     """What ``data-baselines --task T [--model M]`` prints: every panel member's AUROC on ``split``
-    with its CI, CV AUROC and chosen hyperparameters, the strongest by CV AUROC on train, and the
-    bag-of-words number the board stores for comparison."""
+    with its CI, CV AUROC and chosen hyperparameters, the strongest on ``split`` (the bar the board's
+    lift is measured over) and the member CV on train picks."""
     from evaluator.cli import default_cache_dir
     from evaluator.registry import load_registry
     from evaluator.text_panel import encoder_embed, task_panel
@@ -454,14 +480,12 @@ def data_baselines_panel(
         model = None  # a task about its input text has one set of rows for every model
     embed = encoder_embed(registry, cache_dir=cache_dir or default_cache_dir()) if encoder else None
     result = task_panel(registry, task_id, model=model, splits=(split,), embed=embed)
-    stored = task.text_baseline(model, split)
     return {
         "task": task_id,
         "model": model,
         "text": "each row's text under the task's single template (the prompt the probes read; for an"
         " on-policy task the model's answer is not part of it)",
         **result.to_dict(split, scores=scores),
-        "board_bag_of_words": {"auroc": stored.get("bow_auroc"), "length_auroc": stored.get("length_auroc")},
     }
 
 

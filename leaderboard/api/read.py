@@ -49,6 +49,7 @@ from leaderboard.selectors.cycles import (
     reevaluation_list,
     reference_update_list,
 )
+from leaderboard.selectors.exports import examples_exports_list
 from leaderboard.selectors.probes import probe_detail
 from leaderboard.selectors.registry import base_model_list, category_list, task_list
 from leaderboard.selectors.submissions import submission_queue
@@ -183,8 +184,26 @@ class LeaderboardRowOutput(serializers.Serializer):
     )
     lift_over_text = serializers.FloatField(
         allow_null=True,
-        help_text="probe test AUROC minus the task's bag-of-words AUROC on the same rows; mean over tasks",
+        help_text="probe test AUROC minus the strongest text-only baseline's on the same rows; mean over"
+        " tasks",
     )
+    lift_over_text_ci = serializers.ListField(
+        child=serializers.FloatField(),
+        allow_null=True,
+        help_text="95% interval of that mean (DeLong per task, tasks independent); one that includes 0"
+        " means the probe is not shown to beat text",
+    )
+    borda_rank = serializers.IntegerField(
+        allow_null=True,
+        help_text="rank in its category by the mean share of other entries it beats on each task's test"
+        " AUROC (the full category board's, whatever the view); null until computed",
+    )
+    rank_delta = serializers.IntegerField(
+        allow_null=True,
+        help_text="rank on the latest quarterly holdout minus rank on test among the entries that cycle"
+        " measured (positive: it fell behind on fresh rows); null when not measured",
+    )
+    rank_delta_quarter = serializers.CharField(allow_blank=True, help_text="the cycle rank_delta is from")
     direction_utility = serializers.FloatField(
         allow_null=True,
         help_text="does the probe's direction steer the model's behavioural readout: mean over readout"
@@ -286,7 +305,10 @@ def export_columns() -> list[str]:
         "rank_ci_hi",
         "tied_for_first",
         "tie_group",
-        *metric_table.exported_names(),
+        "borda_rank",
+        "rank_delta",
+        "rank_delta_quarter",
+        *metric_table.exported_columns(),
     ]
     for name in COMPONENTS:
         cols += [f"{name}_value", f"{name}_weight", f"{name}_contribution", f"{name}_imputed", f"{name}_raw"]
@@ -354,7 +376,10 @@ def flatten_row(row: dict, *, spec: str, compare: str | None) -> dict:
         "rank_ci_hi": rank_ci[1],
         "tied_for_first": interval.get("tied_for_first"),
         "tie_group": interval.get("tie_group"),
-        **{name: row.get(name) for name in metric_table.exported_names()},
+        "borda_rank": row.get("borda_rank"),
+        "rank_delta": row.get("rank_delta"),
+        "rank_delta_quarter": row.get("rank_delta_quarter"),
+        **metric_table.exported_values(row),
     }
     for name in COMPONENTS:
         comp = row["components"].get(name) or {}
@@ -483,7 +508,8 @@ class TaskOutput(serializers.Serializer):
         help_text="labels from each base model's own behaviour; splits per model"
     )
     text_baselines = serializers.DictField(
-        help_text="text-only baselines fit on train (bag of words, length)"
+        help_text="the committed text-baseline panel (members fit on train, hyperparameters by CV on"
+        " train; AUROC per split; the file's sha256), per base model for an on-policy task"
     )
     splits = SplitOutput(many=True, source="splits.all")
     url = serializers.CharField(source="get_absolute_url")
@@ -568,7 +594,16 @@ class TaskResultOutput(serializers.Serializer):
     lift_over_text = serializers.FloatField(
         source="result.lift_over_text",
         allow_null=True,
-        help_text="this AUROC minus the task's bag-of-words AUROC on the same test rows",
+        help_text="this AUROC minus the strongest text-only baseline's AUROC on the same test rows",
+    )
+    lift_over_text_ci = serializers.ListField(
+        child=serializers.FloatField(),
+        source="result.lift_over_text_ci",
+        allow_null=True,
+        help_text="DeLong's paired 95% interval of the lift",
+    )
+    text_baseline = serializers.CharField(
+        source="result.text_baseline", allow_null=True, help_text="the panel member the lift is over"
     )
     text_baseline_auroc = serializers.FloatField(source="result.text_baseline_auroc", allow_null=True)
     n_test = serializers.IntegerField(source="result.n_test", allow_null=True)
@@ -843,6 +878,35 @@ class LeakageListApi(PublicReadApi):
     )
     def get(self, request):
         return Response(LeakagePublicOutput(leakage_public_list(), many=True).data)
+
+
+class ExamplesExportOutput(serializers.Serializer):
+    quarter = serializers.CharField()
+    url = serializers.SerializerMethodField(help_text="the gzipped JSON-lines file")
+    rows = serializers.IntegerField()
+    entries = serializers.IntegerField()
+    splits = serializers.ListField(child=serializers.CharField())
+    columns = serializers.ListField(child=serializers.CharField())
+    sha256 = serializers.CharField()
+    bytes = serializers.IntegerField()
+    written_at = serializers.CharField()
+    code_version = serializers.CharField()
+
+    def get_url(self, obj) -> str:
+        from django.urls import reverse
+
+        return reverse("leaderboard:examples_export", args=[obj["quarter"]])
+
+
+@public_cache
+class ExamplesExportListApi(PublicReadApi):
+    @extend_schema(
+        operation_id="exports",
+        summary="The quarterly per-example exports: every public entry's per-row scores on the public splits",
+        responses=ExamplesExportOutput(many=True),
+    )
+    def get(self, request):
+        return Response(ExamplesExportOutput(examples_exports_list(), many=True).data)
 
 
 class QueueEntryOutput(serializers.Serializer):

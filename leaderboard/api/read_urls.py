@@ -39,5 +39,6 @@ urlpatterns = [
     path("v1/reevaluations/<str:quarter>", api_read.ReevaluationDetailApi.as_view(), name="reevaluation"),
     path("v1/reference-updates", api_read.ReferenceUpdateListApi.as_view(), name="reference-updates"),
     path("v1/leakage", api_read.LeakageListApi.as_view(), name="leakage"),
+    path("v1/exports", api_read.ExamplesExportListApi.as_view(), name="exports"),
     path("v1/queue", api_read.QueueApi.as_view(), name="queue"),
 ]

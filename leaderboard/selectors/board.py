@@ -16,6 +16,7 @@ from datetime import datetime
 from django.core.cache import cache
 from django.db.models import (
     Aggregate,
+    Case,
     Count,
     Exists,
     F,
@@ -28,10 +29,14 @@ from django.db.models import (
     Q,
     TextField,
     Value,
+    When,
 )
+from django.db.models.expressions import CombinedExpression
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, Lower
+from django.db.models.lookups import GreaterThanOrEqual
 
+from evaluator.records import LIFT_OVER_TEXT_CI_KEY, LIFT_OVER_TEXT_KEY
 from evaluator.registry import COMPONENTS, EVAL_AWARENESS
 from leaderboard.errors import QueryError
 from leaderboard.models import (
@@ -47,16 +52,22 @@ from leaderboard.models import (
     board_rank_order,
     measured_ranking_annotations,
 )
-from leaderboard.policy import PUBLIC_MAX_AGE_S, STABILITY_MIN_QUARTERS, spec_version_key
+from leaderboard.policy import (
+    PUBLIC_MAX_AGE_S,
+    SATURATED_AUROC,
+    STABILITY_MIN_QUARTERS,
+    saturated,
+    spec_version_key,
+)
 from leaderboard.presentation import COMPONENT_LABELS, COMPONENT_SHORT, FLAT_TOLERANCE
 
-SORT_KEYS = ("score", "measured", "name", "model", *COMPONENTS, "recall", "lift", "utility")
+SORT_KEYS = ("score", "measured", "name", "model", *COMPONENTS, "recall", "lift", "utility", "borda", "delta")
 #: the operating-point column: Score.measurements key (mean over tasks of recall at the 1%-FPR
 #: threshold fixed on the train split)
 RECALL_KEY = "recall_at_1pct_fpr"
 #: lift over text: Score.measurements key of the mean over tasks of the probe's test AUROC minus
 #: the task's bag-of-words AUROC on the same rows (services.scores)
-LIFT_KEY = "lift_over_text"
+LIFT_KEY, LIFT_CI_KEY = LIFT_OVER_TEXT_KEY, LIFT_OVER_TEXT_CI_KEY
 #: direction utility (evaluator.steer, not part of the ProbeScore): Score.measurements key of the
 #: mean over readout tasks of utility_z; absent or null where it was not measured (n/a)
 UTILITY_KEY = "direction_utility"
@@ -151,10 +162,17 @@ class BoardRow:
     compare_total: float | None = None
     #: recall at 1% FPR (mean over tasks); read for every row only when the board sorts by it
     recall: float | None = None
-    #: lift over text (mean over tasks); from the measurements (board_details_attach)
+    #: lift over text (mean over tasks) and its 95% interval; from the measurements
+    #: (board_details_attach)
     lift_over_text: float | None = None
+    lift_over_text_ci: list[float] | None = None
     #: direction utility (mean utility_z over readout tasks); None: not measured (n/a)
     direction_utility: float | None = None
+    #: the category board's Borda rank across its tasks, and rank on the latest quarterly holdout
+    #: minus rank on test (RankInterval; None: not computed / not measured in that cycle)
+    borda_rank: int | None = None
+    rank_delta: int | None = None
+    rank_delta_quarter: str = ""
     #: the stored bootstrap intervals (RankInterval): rank_lo, rank_hi, score_lo, score_hi,
     #: tied_for_first, tie_group — only when they describe this row's rank (see board_details_attach)
     rank_interval: dict | None = None
@@ -443,10 +461,15 @@ def board_details_attach(rows: Iterable[BoardRow]) -> None:
         "computed_at",
         "probe_version__authors",
         "probe_version__declared_gaps",
+        *(f"rank_interval__{f}" for f in _ORDER_FIELDS),
         *(f"rank_interval__{f}" for f in _INTERVAL_FIELDS),
     )
-    for pk, components, measurements, computed_at, authors, gaps, *interval in found:
+    for pk, components, measurements, computed_at, authors, gaps, *stored_orders in found:
         row = by_id[pk]
+        orders, interval = stored_orders[: len(_ORDER_FIELDS)], stored_orders[len(_ORDER_FIELDS) :]
+        # the category board's other orders: the same whatever this view filters or sorts by
+        row.borda_rank, row.rank_delta, row.rank_delta_quarter = orders
+        row.rank_delta_quarter = row.rank_delta_quarter or ""
         # the stored interval describes this row only when it ranks the same board: the same rank
         # (not a filtered or measured-only view, nor a board that changed since it was computed)
         stored = dict(zip(_INTERVAL_FIELDS, interval, strict=True))
@@ -463,11 +486,14 @@ def board_details_attach(rows: Iterable[BoardRow]) -> None:
             row.recall = float(row.measurements[RECALL_KEY])
         if isinstance(row.measurements.get(LIFT_KEY), (int, float)):
             row.lift_over_text = float(row.measurements[LIFT_KEY])
+            row.lift_over_text_ci = parse_ci(row.measurements.get(LIFT_CI_KEY))
         if isinstance(row.measurements.get(UTILITY_KEY), (int, float)):
             row.direction_utility = float(row.measurements[UTILITY_KEY])
     board_intervals_attach(rows)
 
 
+#: RankInterval's other orders of the category board (evaluator.ranks)
+_ORDER_FIELDS = ("borda_rank", "rank_delta", "rank_delta_quarter")
 _INTERVAL_FIELDS = (
     "rank",
     "rank_lo",
@@ -636,31 +662,49 @@ def _component_value(name: str) -> Func:
     return Cast(KeyTextTransform("value", KeyTransform(name, "components")), FloatField())
 
 
-_SORT_EXPRESSIONS: dict[str, Callable[[], F | Func]] = {
+_SORT_EXPRESSIONS: dict[str, Callable[[], F | Func | CombinedExpression]] = {
     "name": lambda: Lower("probe_version__probe__name"),
     "model": lambda: F("probe_version__probe__base_model_id"),
     "recall": lambda: Cast(KeyTextTransform(RECALL_KEY, "measurements"), FloatField()),
     "lift": lambda: Cast(KeyTextTransform(LIFT_KEY, "measurements"), FloatField()),
     "utility": lambda: Cast(KeyTextTransform(UTILITY_KEY, "measurements"), FloatField()),
+    # ranks: "descending" (the default) puts the best first, i.e. the smallest rank or delta
+    "borda": lambda: F("rank_interval__borda_rank") * -1,
+    "delta": lambda: F("rank_interval__rank_delta") * -1,
 }
 
 
-#: the board's value columns whose spread :func:`board_flat_columns` checks (the rank and the
+#: the board's value columns whose spread :func:`board_columns` reads (the rank and the
 #: ProbeScore always separate the entries they rank)
 FLAT_COLUMNS = (*COMPONENTS, "recall", "lift", "utility")
 
 
-def board_flat_columns(board: Board) -> dict[str, dict]:
-    """The columns that cannot separate the board's entries: every entry with a value shows the
-    same one (within the three decimals shown). ``{key: {"value", "n", "imputed"}}`` (imputed: how
-    many of the n values are imputed), one query.
+@dataclass
+class BoardColumns:
+    """What the board's value columns look like over every entry (one query): each column's lowest
+    and highest value and how many entries have one, the columns that cannot separate the entries
+    (``flat``: every value equal within the three decimals shown, ``{key: {"value", "n",
+    "imputed"}}``), and the entries' AUROCs when most of them are at the ceiling (``saturated``:
+    (entries at or above SATURATED_AUROC, entries), else None)."""
 
-    Read over every entry of the board (not only the page shown); a column needs at least two
-    values to be called flat. AUROC-EA on the eval-awareness board is n/a (not a value) and left out.
-    """
+    spread: dict[str, dict] = field(default_factory=dict)
+    flat: dict[str, dict] = field(default_factory=dict)
+    saturated: tuple[int, int] | None = None
+
+    def separating_first(self, keys: list[str]) -> list[str]:
+        """``keys`` ordered by how much their entries spread (widest first; a column with no
+        spread known keeps its place after them)."""
+        width = {k: self.spread[k]["hi"] - self.spread[k]["lo"] for k in keys if k in self.spread}
+        return sorted(keys, key=lambda k: -width.get(k, -1.0))
+
+
+def board_columns(board: Board) -> BoardColumns:
+    """:class:`BoardColumns` of ``board``, read over every entry of the board (not only the page
+    shown); a column needs at least two values to be called flat. AUROC-EA on the eval-awareness
+    board is n/a (not a value) and left out."""
     ids = [r.score_id for r in board.rows]
     if len(ids) < 2:
-        return {}
+        return BoardColumns()
     keys = [k for k in FLAT_COLUMNS if not (k == "auroc_ea" and board.query.category == EVAL_AWARENESS)]
     expressions = {k: _SORT_EXPRESSIONS[k]() if k in _SORT_EXPRESSIONS else _component_value(k) for k in keys}
     aggregates: dict[str, Aggregate] = {}
@@ -668,13 +712,21 @@ def board_flat_columns(board: Board) -> dict[str, dict]:
         aggregates |= {f"{k}__lo": Min(expression), f"{k}__hi": Max(expression), f"{k}__n": Count(expression)}
         if k in COMPONENTS:
             aggregates[f"{k}__imputed"] = Count("pk", filter=Q(**{f"components__{k}__imputed": True}))
+    auroc = Cast(KeyTextTransform("auroc", "measurements"), FloatField())
+    aggregates["auroc__n"] = Count(auroc)
+    aggregates["auroc__high"] = Count(Case(When(GreaterThanOrEqual(auroc, SATURATED_AUROC), then=Value(1))))
     found = Score.objects.filter(pk__in=ids).aggregate(**aggregates)
-    flat = {}
+    out = BoardColumns()
     for k in keys:
         lo, hi, n = found[f"{k}__lo"], found[f"{k}__hi"], found[f"{k}__n"]
-        if n >= 2 and hi - lo < FLAT_TOLERANCE:
-            flat[k] = {"value": (lo + hi) / 2, "n": n, "imputed": found.get(f"{k}__imputed", 0)}
-    return flat
+        if n >= 2:
+            out.spread[k] = {"lo": lo, "hi": hi, "n": n}
+            if hi - lo < FLAT_TOLERANCE:
+                out.flat[k] = {"value": (lo + hi) / 2, "n": n, "imputed": found.get(f"{k}__imputed", 0)}
+    n, high = found["auroc__n"], found["auroc__high"]
+    if saturated(high, n):
+        out.saturated = (high, n)
+    return out
 
 
 def board_ranked_in_database(query: BoardQuery, *, values: bool) -> bool:
@@ -704,6 +756,10 @@ def _sort(rows: list[BoardRow], query: BoardQuery) -> list[BoardRow]:
     elif query.sort == "utility":
         board_details_attach(rows)
         key = lambda r: r.direction_utility  # noqa: E731
+    elif query.sort in ("borda", "delta"):
+        board_details_attach(rows)
+        attr = "borda_rank" if query.sort == "borda" else "rank_delta"
+        key = lambda r: None if getattr(r, attr) is None else -getattr(r, attr)  # noqa: E731
     else:
         key = lambda r: r.component_value(query.sort, measured_only=query.measured_only)  # noqa: E731
     present = [r for r in rows if key(r) is not None]

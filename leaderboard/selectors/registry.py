@@ -19,6 +19,7 @@ from leaderboard.models import (
     Task,
     WeightsSpec,
 )
+from leaderboard.policy import SATURATED_AUROC, saturated
 from leaderboard.presentation import COMPONENT_FORMULAS, COMPONENT_LABELS, POLICY
 from leaderboard.selectors.board import (
     Board,
@@ -71,8 +72,10 @@ class TaskProbe:
     row: BoardRow
     auroc: float | None
     auroc_ci: list[float] | None
-    #: the probe's test AUROC minus the task's bag-of-words baseline on the same rows
+    #: the probe's test AUROC minus the task's strongest text baseline on the same rows, and the
+    #: lift's 95% interval
     lift_over_text: float | None = None
+    lift_over_text_ci: list[float] | None = None
 
 
 @dataclass
@@ -82,22 +85,46 @@ class TaskDetail:
     superseded: list[Task]
     spec: WeightsSpec | None
     probes: list[TaskProbe]
-    #: the stored text-only baselines: [{model ("" for a task about its text), split, bow_auroc,
-    #: length_auroc, n}]
+    #: (probes at or above SATURATED_AUROC here, probes with an AUROC here) when most are, else None
+    saturated: tuple[int, int] | None = None
+    #: the committed text-baseline panel as rows (task_text_baselines)
     text_baselines: list[dict] = field(default_factory=list)
 
 
 def task_text_baselines(task: Task) -> list[dict]:
-    """The task's text-only baselines as table rows (per base model for an on-policy task)."""
-    tables = task.text_baselines or {}
-    by_model = sorted(tables.items()) if task.on_policy else [("", tables)]
-    return [
-        {"model": model, "split": split, **values}
-        for model, table in by_model
-        for split, values in sorted(
-            (table or {}).items(), key=lambda kv: SPLIT_ORDER.index(kv[0]) if kv[0] in SPLIT_ORDER else 99
-        )
-    ]
+    """The task's text-baseline panel as table rows, one per (base model, member) (the model is ""
+    for a task about its text): the member's test and distshift AUROC with intervals, its CV AUROC
+    on train and chosen hyperparameters, and whether it is the strongest on test (the bar a probe's
+    lift is measured over) or the one CV on train picks."""
+    from evaluator.text_baselines import chosen_by_cv, strongest
+
+    panels = task.text_baselines or {}
+    by_model = sorted(panels.items()) if task.on_policy else [("", panels)]
+    rows = []
+    for model, panel in by_model:
+        if not isinstance(panel, dict) or not panel.get("members"):
+            continue
+        best, cv_pick = strongest(panel, "test"), chosen_by_cv(panel)
+        for name, member in panel["members"].items():
+            splits = member.get("splits") or {}
+            rows.append(
+                {
+                    "model": model,
+                    "member": name,
+                    "test": splits.get("test") or {},
+                    "distshift": splits.get("distshift") or {},
+                    "cv_auroc": member.get("cv_auroc"),
+                    "params": ", ".join(f"{k}={v}" for k, v in (member.get("params") or {}).items()),
+                    "strongest": name == best,
+                    "by_cv": name == cv_pick,
+                }
+            )
+    return rows
+
+
+def _saturation(aurocs: list[float]) -> tuple[int, int] | None:
+    high = sum(a >= SATURATED_AUROC for a in aurocs)
+    return (high, len(aurocs)) if saturated(high, len(aurocs)) else None
 
 
 def task_detail(*, slug: str) -> TaskDetail | None:
@@ -123,22 +150,30 @@ def task_detail(*, slug: str) -> TaskDetail | None:
             )
             .annotate(
                 result=JsonPaths(
-                    "per_task", [(slug, "auroc"), (slug, "auroc_ci"), (slug, "lift_over_text")], large=True
+                    "per_task",
+                    [
+                        (slug, "auroc"),
+                        (slug, "auroc_ci"),
+                        (slug, "lift_over_text"),
+                        (slug, "lift_over_text_ci"),
+                    ],
+                    large=True,
                 )
             )
             .values_list("probe_version__probe__slug", "result")
         )
-        found = {probe: json_list(raw, 3) for probe, raw in scores}
+        found = {probe: json_list(raw, 4) for probe, raw in scores}
         ran = {probe: v for probe, v in found.items() if v[0] is not None or v[1] is not None}
         rows = board_rows(spec=spec, query=BoardQuery(), slugs=list(ran))
         for row in rows:
-            auroc, ci, lift = ran[row.probe]
+            auroc, ci, lift, lift_ci = ran[row.probe]
             probes.append(
                 TaskProbe(
                     row=row,
                     auroc=float(auroc) if auroc is not None else None,
                     auroc_ci=parse_ci(ci),
                     lift_over_text=float(lift) if lift is not None else None,
+                    lift_over_text_ci=parse_ci(lift_ci),
                 )
             )
         probes.sort(key=lambda p: (p.auroc is not None, p.auroc or 0.0), reverse=True)
@@ -151,6 +186,7 @@ def task_detail(*, slug: str) -> TaskDetail | None:
         spec=spec,
         probes=probes,
         text_baselines=task_text_baselines(task),
+        saturated=_saturation([p.auroc for p in probes if p.auroc is not None]),
     )
 
 

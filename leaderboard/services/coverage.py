@@ -102,10 +102,11 @@ def _latest_score(version: ProbeVersion) -> Score | None:
     return max(scores, key=lambda s: spec_version_key(s.spec_id))
 
 
-def version_rescore(*, version: ProbeVersion) -> dict[str, Any] | None:
+def version_rescore(*, version: ProbeVersion, force: bool = False) -> dict[str, Any] | None:
     """Recompute ``version``'s Score on the active tasks it has been measured on, if that set
-    differs from the one its Score averages over and no run it needs is still going. Returns what
-    changed (for the public record), or None."""
+    differs from the one its Score averages over (or ``force``: after a change of how a number is
+    computed from the stored runs, such as the text baseline the lift is measured over) and no run
+    it needs is still going. Returns what changed (for the public record), or None."""
     before = _latest_score(version)
     if before is None:
         return None
@@ -125,7 +126,7 @@ def version_rescore(*, version: ProbeVersion) -> dict[str, Any] | None:
     runs = version_runs_current(version, active=active)
     tasks_after = sorted({r.task_id for r in runs if r.kind == Run.Kind.SCORE})
     tasks_before = sorted(before.per_task)
-    if not tasks_after or tasks_after == tasks_before:
+    if not tasks_after or (tasks_after == tasks_before and not force):
         return None
     try:
         with transaction.atomic():
@@ -151,17 +152,20 @@ def version_rescore(*, version: ProbeVersion) -> dict[str, Any] | None:
         "auroc_after": after.measurements.get("auroc"),
         "total_before": before.total,
         "total_after": after.total,
+        "lift_over_text_before": before.measurements.get("lift_over_text"),
+        "lift_over_text_after": after.measurements.get("lift_over_text"),
     }
     log.info("rescored %s", change)
     return change
 
 
-def rescore_category(category_id: str) -> list[dict[str, Any]]:
-    """Rescore the latest scored version of every probe in a category (after a supersession)."""
+def rescore_category(category_id: str, *, force: bool = False) -> list[dict[str, Any]]:
+    """Rescore the latest scored version of every probe in a category (after a supersession; with
+    ``force``, every one, from its stored runs)."""
     changes = []
     for version in scored_versions_all():
         if version.probe.category_id == category_id:
-            change = version_rescore(version=version)
+            change = version_rescore(version=version, force=force)
             if change:
                 changes.append(change)
     return changes

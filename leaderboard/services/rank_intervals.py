@@ -1,5 +1,7 @@
 """Rank intervals of the boards: the paired bootstrap of ``evaluator.rank_intervals`` over the
-stored per-example scores, written to RankInterval. Computed when scores change, never per request.
+stored per-example scores, written to RankInterval with the board's other orders (the Borda rank
+across the category's tasks and the rank delta on the latest quarterly holdout, ``evaluator.ranks``).
+Computed when scores change or a cycle completes, never per request.
 
     rank_intervals_refresh      recompute every board (weights spec) of a category, if stale
     rank_intervals_reconcile    recompute the stale boards of every category (beat, by hand)
@@ -23,10 +25,19 @@ from evaluator.errors import EvaluatorError
 from evaluator.measure import ScoredExamples
 from evaluator.metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from evaluator.rank_intervals import BoardEntry, TaskRows, board_rank_intervals
+from evaluator.ranks import borda_ranks, rank_deltas
 from evaluator.records import measurements_from_stored
 from evaluator.registry import EVAL_AWARENESS
 from evaluator.scoring import Measurements
-from leaderboard.models import Category, EvaluationRun, Probe, RankInterval, Score
+from leaderboard.models import (
+    Category,
+    CycleResult,
+    EvaluationRun,
+    Probe,
+    RankInterval,
+    ReevaluationCycle,
+    Score,
+)
 from leaderboard.services.scores import _licenses, _spec_data, reference_runs_for
 
 log = logging.getLogger(__name__)
@@ -106,6 +117,33 @@ def _stale(scores: list[Score]) -> bool:
     return False
 
 
+def _task_aurocs(score: Score) -> dict[str, float | None]:
+    """Task → the Score's test AUROC there (what the Borda view ranks on)."""
+    out: dict[str, float | None] = {}
+    for task_id, result in (score.per_task or {}).items():
+        value = (result or {}).get("auroc")
+        out[task_id] = float(value) if isinstance(value, (int, float)) else None
+    return out
+
+
+def _rank_deltas(scores: list[Score]) -> tuple[dict[str, int], str]:
+    """Score key → rank on the latest completed cycle's holdout minus rank on test, over the
+    entries that cycle measured, and that cycle's quarter ("" when none has completed)."""
+    cycle = (
+        ReevaluationCycle.objects.filter(status=ReevaluationCycle.Status.COMPLETED)
+        .order_by("-quarter")
+        .first()
+    )
+    if cycle is None:
+        return {}, ""
+    by_version = {s.probe_version_id: str(s.pk) for s in scores}
+    pairs = {
+        by_version[r.probe_version_id]: (r.holdout_auroc, r.test_auroc)
+        for r in CycleResult.objects.filter(cycle=cycle, probe_version_id__in=list(by_version))
+    }
+    return rank_deltas(pairs), cycle.quarter
+
+
 def board_rank_intervals_write(
     *, category_id: str, spec_id: str, n_resamples: int = BOOTSTRAP_RESAMPLES, force: bool = False
 ) -> int | None:
@@ -126,6 +164,8 @@ def board_rank_intervals_write(
     results = board_rank_intervals(
         entries, spec=spec, licenses=_licenses(), n_resamples=n_resamples, seed=BOOTSTRAP_SEED
     )
+    borda = borda_ranks({str(s.pk): _task_aurocs(s) for s in scores})
+    deltas, quarter = _rank_deltas(scores)
     now = timezone.now()
     with transaction.atomic():
         leftover.delete()
@@ -140,6 +180,10 @@ def board_rank_intervals_write(
                 rank_hi=r.rank_ci[1],
                 tied_for_first=r.tied_for_first,
                 tie_group=r.tie_group,
+                borda_rank=borda.get(r.key, (None, None))[0],
+                borda_score=borda.get(r.key, (None, None))[1],
+                rank_delta=deltas.get(r.key),
+                rank_delta_quarter=quarter if r.key in deltas else "",
                 n_entries=len(results),
                 n_resamples=n_resamples,
                 seed=BOOTSTRAP_SEED,

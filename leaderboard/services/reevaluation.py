@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,12 @@ from leaderboard.registry_sync import registry_load
 from leaderboard.selectors.shared import scored_versions, tasks_applicable
 from leaderboard.services.coverage import coverage_start, rescore_category
 from leaderboard.services.leakage import leakage_record_open
-from leaderboard.services.runs import evaluation_runs_dispatch_on_commit
+from leaderboard.services.runs import (
+    EXAMPLES_EXPORT_TASK,
+    RANK_INTERVALS_REFRESH_TASK,
+    evaluation_runs_dispatch_on_commit,
+    task_delay,
+)
 
 log = logging.getLogger(__name__)
 Run = EvaluationRun
@@ -296,8 +302,24 @@ def cycle_advance(*, cycle_id: int) -> ReevaluationCycle | None:
         cycle.status = Cycle.Status.COMPLETED
         cycle.finished_at = timezone.now()
         cycle.save(update_fields=["status", "finished_at", "diff"])
+        # the boards' rank deltas are measured on this cycle's holdout: recompute them; and the
+        # quarter's per-example bulk export (services.exports)
+        categories = sorted(
+            set(
+                CycleResult.objects.filter(cycle=cycle).values_list(
+                    "probe_version__probe__category_id", flat=True
+                )
+            )
+        )
+        transaction.on_commit(partial(_cycle_followups, cycle.quarter, categories), robust=True)
     log.info("cycle %s completed", cycle.quarter)
     return cycle
+
+
+def _cycle_followups(quarter: str, categories: list[str]) -> None:
+    for category_id in categories:
+        task_delay(RANK_INTERVALS_REFRESH_TASK, category_id, True)
+    task_delay(EXAMPLES_EXPORT_TASK, quarter)
 
 
 def _holdout_aurocs(runs: list[EvaluationRun]) -> dict[str, float] | None:

@@ -46,6 +46,7 @@ TERMINAL = (Run.Status.SUCCEEDED, Run.Status.FAILED)
 EXECUTE_TASK = "leaderboard.tasks.evaluation_run_execute_task"
 REFERENCE_UPDATE_ADVANCE_TASK = "leaderboard.tasks.reference_update_advance_task"
 RANK_INTERVALS_REFRESH_TASK = "leaderboard.tasks.rank_intervals_refresh_task"
+EXAMPLES_EXPORT_TASK = "leaderboard.tasks.examples_export_task"
 OnFinished = Callable[[EvaluationRun], None]
 
 

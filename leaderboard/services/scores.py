@@ -10,6 +10,7 @@ or a new weights spec re-score every entry without rerunning a model. Imports on
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from typing import Any
 
@@ -17,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from evaluator.errors import EvaluatorError
-from evaluator.measure import ScoredExamples, aggregate_measurements, declared_gaps, task_metrics
+from evaluator.measure import ScoredExamples, TaskMetrics, aggregate_measurements, declared_gaps, task_metrics
 from evaluator.records import ScoreRecord, TaskRecord, aggregate_stored
 from evaluator.registry import EVAL_AWARENESS, LicenseSpec
 from evaluator.registry import WeightsSpec as SpecData
@@ -36,6 +37,8 @@ from leaderboard.selectors.shared import ea_reference_version
 from leaderboard.services.runs import RANK_INTERVALS_REFRESH_TASK, TERMINAL, task_delay
 
 Run = EvaluationRun
+
+log = logging.getLogger(__name__)
 
 
 def active_task_ids(category_id: str) -> set[str]:
@@ -176,11 +179,11 @@ def measurements_compute(
         )
     tasks = {t.slug: t for t in Task.objects.filter(slug__in=list(per_task))}
     records = {
-        # lift over text: the probe's test AUROC minus the task's bag-of-words baseline (fit on
-        # train, measured on the same test rows; an on-policy task's: this base model's files)
         task_id: TaskRecord.measured(
             tm,
-            bow=tasks[task_id].text_baseline(version.probe.base_model_id).get("bow_auroc"),
+            text=_text_lift(
+                tasks[task_id], version.probe.base_model_id, by_task[task_id]["test"].example_scores, tm
+            ),
             baselines=extras[task_id]["baselines"],
         )
         for task_id, tm in per_task.items()
@@ -190,7 +193,9 @@ def measurements_compute(
     stored_aggregate = aggregate_stored(
         aggregate,
         tests=[(t.scores, t.labels) for t in tests],
-        lifts_over_text=[r.lift_over_text for r in records.values() if r.lift_over_text is not None],
+        lifts_over_text=[
+            (r.lift_over_text, r.lift_over_text_ci) for r in records.values() if r.lift_over_text is not None
+        ],
         # the category's on-policy tasks this base model has no behaviour on (the encoder): the
         # category mean is over the other tasks, and the board says so
         not_measured_on_policy=[
@@ -218,6 +223,29 @@ def measurements_compute(
         "protocol": protocol,
         "environment": environment,
     }
+
+
+def _text_lift(
+    task: Task, base_model_id: str, example_scores: list[dict], metrics: TaskMetrics
+) -> dict[str, Any] | None:
+    """The probe's lift over the strongest member of the task's committed text-baseline panel on
+    the same test rows, with DeLong's paired interval (None when no panel is committed). A panel
+    that cannot be read or did not score these rows leaves the lift unmeasured, with the reason in
+    the task's notes: the lift is shown beside the ProbeScore, so it never fails the score."""
+    from django.conf import settings
+
+    from evaluator.text_baselines import read_panel, text_lift
+
+    sha = task.text_panel(base_model_id).get("sha256")
+    if not sha:
+        return None
+    try:
+        panel = read_panel(settings.REGISTRY_ROOT, task.slug, base_model_id if task.on_policy else None, sha)
+        return text_lift(panel, ((str(e["id"]), int(e["label"]), float(e["score"])) for e in example_scores))
+    except EvaluatorError as exc:
+        log.warning("lift over text on %s not measured: %s", task.slug, exc)
+        metrics.notes.append(f"lift over text not measured: {exc}")
+        return None
 
 
 def _measured_under(score_runs: list[EvaluationRun]) -> tuple[str, dict[str, Any]]:

@@ -249,11 +249,40 @@ def row_badges(row) -> SafeString:
     return format_html('<ul class="badges">{}</ul>', format_html_join("", "{}", ((item,) for item in out)))
 
 
+@register.simple_tag
+def lift(value, ci=None) -> str:
+    """A lift over text with its 95% interval in the title; ``≈0`` marks an interval that
+    includes 0 (the probe is not shown to beat the text-only baseline)."""
+    if value is None:
+        return "—"
+    if not ci:
+        return num(value)
+    lo, hi = ci
+    if lo <= 0 <= hi:
+        return format_html(
+            '{} <abbr class="lift-ns" title="95% interval [{}, {}] includes 0: not shown to beat the'
+            ' strongest text-only baseline">≈0</abbr>',
+            num(value),
+            num(lo),
+            num(hi),
+        )
+    return format_html('<span title="95% interval [{}, {}]">{}</span>', num(lo), num(hi), num(value))
+
+
 def _component_cell(row, key: str, label: str, measured_only: bool) -> str:
     if key == "recall":  # the operating point: a measurement, not a ProbeScore component
         return f'<td class="num recall" title="{_e(label)}">{num(row.recall)}</td>'
     if key == "lift":  # lift over text: a measurement, not a ProbeScore component
-        return f'<td class="num lift" title="{_e(label)}">{num(row.lift_over_text)}</td>'
+        return (
+            f'<td class="num lift" title="{_e(label)}">{lift(row.lift_over_text, row.lift_over_text_ci)}</td>'
+        )
+    if key == "borda":  # a second order of the category board, beside the ProbeScore
+        return f'<td class="num borda" title="{_e(label)}">{row.borda_rank if row.borda_rank is not None else "—"}</td>'
+    if key == "delta":
+        if row.rank_delta is None:
+            return '<td class="num delta na"><abbr title="not measured in the latest quarterly cycle">—</abbr></td>'
+        where = f"{label} · {row.rank_delta_quarter}"
+        return f'<td class="num delta" title="{_e(where)}">{row.rank_delta:+d}</td>'
     if key == "utility":  # direction utility: beside the ProbeScore, never in it
         if row.direction_utility is None:
             return '<td class="num utility na"><abbr title="not measured: no readout task or not a linear probe on a decoder">n/a</abbr></td>'

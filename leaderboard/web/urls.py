@@ -22,5 +22,6 @@ urlpatterns = [
     path("reevaluations/reference-updates/<int:pk>/", views.reference_update, name="reference_update"),
     path("reevaluations/<str:quarter>/", views.reevaluation, name="reevaluation"),
     path("leakage/", views.leakage, name="leakage"),
+    path("exports/<str:quarter>/examples.jsonl.gz", views.examples_export, name="examples_export"),
     path("queue/", views.queue, name="queue"),
 ]

@@ -16,10 +16,12 @@ from django.http import FileResponse, Http404
 from django.shortcuts import render
 
 from evaluator import metric_table
+from evaluator.errors import EvaluatorError
 from evaluator.registry import COMPONENTS
 from leaderboard.errors import QueryError
 from leaderboard.http import public_cache
 from leaderboard.inputs import CompareQueryInput, ProbeQueryInput, board_query, query_parse
+from leaderboard.policy import SATURATED_AUROC
 from leaderboard.presentation import (
     COLUMN_HELP,
     COMPONENT_LABELS,
@@ -33,9 +35,10 @@ from leaderboard.selectors import cycles, registry
 from leaderboard.selectors.board import (
     BOARD_STATUSES,
     Board,
+    BoardColumns,
+    board_columns,
     board_details_attach,
     board_filter_choices,
-    board_flat_columns,
     board_get,
     board_overview,
     category_tabs,
@@ -47,6 +50,7 @@ from leaderboard.selectors.cycles import (
     reference_update_get,
     reference_update_list,
 )
+from leaderboard.selectors.exports import examples_export_path, examples_exports_list
 from leaderboard.selectors.probes import artifact_version_get, probe_detail
 from leaderboard.selectors.progress import board_pending_attach, failures_public, pending_by_category
 from leaderboard.selectors.registry import base_model_detail, base_model_list, task_detail
@@ -89,10 +93,11 @@ def _with(params, **changes) -> str:
     return "?" + urlencode(merged) if merged else "?"
 
 
-def _sort_headers(board: Board, params) -> list[dict]:
+def _sort_headers(board: Board, params, stats: BoardColumns) -> list[dict]:
     """The sortable column headers: label, weight, link, aria-sort, the column's explanation
     (presentation.COLUMN_HELP, also on the methodology page) and, for a column whose entries all
-    show the same value, a note saying so."""
+    show the same value, a note saying so. On a saturated board (most entries at the AUROC
+    ceiling) the value columns are ordered by how much they separate the entries."""
     q = board.query
     columns: list[dict[str, Any]] = [
         {"key": "score", "label": "ProbeScore", "short": "ProbeScore", "weight": None}
@@ -106,7 +111,12 @@ def _sort_headers(board: Board, params) -> list[dict]:
     columns.append({"key": "recall", "label": "Recall at 1% FPR", "short": "Recall@1%FPR", "weight": None})
     columns.append({"key": "lift", "label": "Lift over text", "short": "Lift/text", "weight": None})
     columns.append({"key": "utility", "label": "Direction utility", "short": "Dir. utility", "weight": None})
-    flat = board_flat_columns(board)
+    columns.append({"key": "borda", "label": "Borda rank", "short": "Borda", "weight": None})
+    columns.append({"key": "delta", "label": "Rank delta (holdout − test)", "short": "Δrank", "weight": None})
+    if stats.saturated:
+        by_key = {c["key"]: c for c in columns[1:]}
+        columns = columns[:1] + [by_key[k] for k in stats.separating_first(list(by_key))]
+    flat = stats.flat
     headers = []
     for col in columns:
         active = q.sort == col["key"]
@@ -136,13 +146,16 @@ def _sort_headers(board: Board, params) -> list[dict]:
 def _board_context(request, board: Board) -> dict:
     params = request.GET
     page = Paginator(board.rows, BOARD_PAGE_SIZE).get_page(params.get("page"))
+    stats = board_columns(board)
     board_details_attach(page.object_list)
     board_pending_attach(page.object_list)
     return {
         "board": board,
         "page_obj": page,
         "rows": page.object_list,
-        "headers": _sort_headers(board, params),
+        "headers": _sort_headers(board, params, stats),
+        "saturated": stats.saturated,
+        "saturated_auroc": SATURATED_AUROC,
         "rank_help": column_tooltip("rank"),
         "choices": board_filter_choices(),
         "statuses": BOARD_STATUSES,
@@ -180,6 +193,7 @@ def category(request, slug):
         "tabs": category_tabs(),
         "current": slug,
         "pending": pending_by_category().get(slug),
+        "examples_export": next(iter(examples_exports_list()), None),
     }
     return render(request, "leaderboard/category.html", context)
 
@@ -302,7 +316,7 @@ def task(request, slug):
     detail = task_detail(slug=slug)
     if detail is None:
         raise Http404("no such task")
-    return render(request, "leaderboard/task.html", {"d": detail})
+    return render(request, "leaderboard/task.html", {"d": detail, "saturated_auroc": SATURATED_AUROC})
 
 
 @public_cache
@@ -341,7 +355,7 @@ COMPARE_OVERALL = (
     ("auroc_ds", "AUROC-DS", ""),
     ("ece", "ECE", ""),
     ("recall_at_1pct_fpr", "Recall@1%FPR", ""),
-    ("lift_over_text", "Lift over text (AUROC − bag-of-words AUROC)", ""),
+    ("lift_over_text", "Lift over text (AUROC − strongest text baseline's AUROC)", ""),
     ("fpr_at_1pct_threshold", "test FPR at that threshold", ""),
     ("latency_ms", "Latency", "ms"),
 )
@@ -390,7 +404,28 @@ def reevaluation_list(request):
     return render(
         request,
         "leaderboard/reevaluation_list.html",
-        {"cycles": cycles.reevaluation_list(), "updates": reference_update_list()},
+        {
+            "cycles": cycles.reevaluation_list(),
+            "updates": reference_update_list(),
+            "exports": examples_exports_list(),
+        },
+    )
+
+
+@public_cache
+def examples_export(request, quarter):
+    """A quarter's per-example bulk export (selectors.exports), as a download."""
+    try:
+        path = examples_export_path(quarter)
+    except EvaluatorError:
+        raise Http404("no such quarter") from None
+    if not path.is_file():
+        raise Http404(f"no per-example export for {quarter}")
+    return FileResponse(
+        path.open("rb"),
+        as_attachment=True,
+        filename=f"probebench-examples-{quarter}.jsonl.gz",
+        content_type="application/gzip",
     )
 
 

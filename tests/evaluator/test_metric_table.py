@@ -125,6 +125,11 @@ def test_the_export_columns_are_the_exported_rows(one_more_row):
     assert one_more_row.name in cols
     exported = [c for c in cols if c in {m.name for m in metric_table.metrics()}]
     assert exported == list(metric_table.exported_names())
+    assert [c for c in cols if c.startswith("lift_over_text")] == [
+        "lift_over_text",
+        "lift_over_text_ci_lo",
+        "lift_over_text_ci_hi",
+    ]
 
 
 def test_rows_are_frozen():

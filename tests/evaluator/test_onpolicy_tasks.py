@@ -66,7 +66,6 @@ def root(tmp_path):
                 SMOL: _files(tmp_path, "own-v1", SMOL, 1),
                 GEMMA: _files(tmp_path, "own-v1", GEMMA, 0),
             },
-            "text_baselines": {SMOL: {"test": {"bow_auroc": 0.52, "n": 1}}},
         }
     ]
     (tmp_path / "tasks.yaml").write_text(yaml.safe_dump(data))
@@ -88,7 +87,6 @@ def test_each_model_reads_its_own_files_and_the_encoder_none(root):
     assert [t.id for t in reg.active_tasks("hallucination", model=SMOL)] == ["own-v1"]
     assert reg.active_tasks("hallucination", model=ENCODER) == []
     assert not task.measured_on(ENCODER) and task.splits_for(ENCODER) == {}
-    assert task.text_baseline(SMOL) == {"bow_auroc": 0.52, "n": 1} and task.text_baseline(GEMMA) == {}
     with pytest.raises(RegistryError, match="on-policy.*name the model"):
         read_split(reg, "own-v1", "test")
 
@@ -197,7 +195,7 @@ def test_committed_on_policy_splits_are_per_model_balanced_and_labelled_by_the_j
             # each model reads its own prompt (Gemma is asked "located in the country of")
             prompt = PROMPT if model == SMOL else DS_PROMPT
             assert {r["text"].replace(r["meta"]["city"], "<c>") for r in test} == {prompt.format(city="<c>")}
-        assert task.text_baseline(model).get("bow_auroc") is not None
+        assert task.text_panel_sha256(model) is not None
 
 
 def test_check_rebuilds_on_policy_splits_from_the_committed_outputs_without_a_model(sources_dir):

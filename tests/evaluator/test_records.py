@@ -53,10 +53,19 @@ def metrics_of(task_id: str = "t-v1", **kw):
     )
 
 
+def text_lift_of(tm, baseline: float) -> dict:
+    """A lift over a baseline of the given AUROC, as text_baselines.text_lift gives it."""
+    lift = round(tm.auroc - baseline, 6)
+    return {"name": "char_tfidf", "auroc": baseline, "lift": lift, "ci": [lift - 0.1, lift + 0.1]}
+
+
 def test_a_task_record_round_trips_in_the_stored_spelling():
-    record = TaskRecord.measured(metrics_of(), bow=0.75, baselines=BASELINES)
+    tm = metrics_of()
+    record = TaskRecord.measured(tm, text=text_lift_of(tm, 0.75), baselines=BASELINES)
     stored = record.to_json()
     assert stored["lift_over_text"] == round(stored["auroc"] - 0.75, 6)
+    assert stored["text_baseline"] == {"name": "char_tfidf", "auroc": 0.75}
+    assert stored["lift_over_text_ci"] == [stored["lift_over_text"] - 0.1, stored["lift_over_text"] + 0.1]
     assert stored["baselines"] == {"random_direction": 0.51, "diff_of_means": 0.8}
     assert stored["lift"] == {"random_direction": 0.39, "diff_of_means": 0.1}
     assert "roc" in stored and "roc_points" not in stored
@@ -69,13 +78,22 @@ def test_a_task_record_reads_the_evaluators_spelling_too():
     """The evaluate command's task block (TaskEvaluation.to_dict: a ``metrics`` block with
     ``roc_points`` and the BaselineResult's names) reads as the stored record does."""
     tm = metrics_of()
-    stored = TaskRecord.measured(tm, bow=None, baselines=BASELINES).to_json()
+    stored = TaskRecord.measured(tm, text=None, baselines=BASELINES).to_json()
     evaluator_spelling = {"task_id": tm.task_id, "metrics": tm.to_dict(), "baselines": BASELINES}
     assert TaskRecord.from_json(evaluator_spelling).to_json() == stored
 
 
+def test_a_row_scored_against_the_bag_of_words_reads_as_that_baseline():
+    stored = TaskRecord.measured(metrics_of(), text=None, baselines=None).to_json()
+    stored["text_baseline"], stored["lift_over_text"] = {"bow": 0.6}, 0.2
+    del stored["lift_over_text_ci"]
+    old = TaskRecord.from_json(stored)
+    assert (old.text_baseline, old.text_baseline_auroc, old.lift_over_text) == ("bag_of_words", 0.6, 0.2)
+    assert old.lift_over_text_ci is None
+
+
 def test_an_old_row_without_the_status_reads_its_imputed_flag():
-    stored = TaskRecord.measured(metrics_of(), bow=None, baselines=None).to_json()
+    stored = TaskRecord.measured(metrics_of(), text=None, baselines=None).to_json()
     del stored["auroc_ea_status"]
     stored["auroc_ea"], stored["auroc_ea_imputed"] = None, True
     assert TaskRecord.from_json(stored).metrics.auroc_ea_status == "imputed"
@@ -100,11 +118,13 @@ def stored_score() -> dict:
     tms = [metrics_of("a-v1"), metrics_of("b-v1", distshift=None)]
     aggregate, imputed, measurements = _aggregate(tms)
     score = probe_score(measurements, spec=reg.spec(), licenses=reg.licenses).to_dict()
-    per_task = {tm.task_id: TaskRecord.measured(tm, bow=0.6, baselines=BASELINES) for tm in tms}
+    per_task = {
+        tm.task_id: TaskRecord.measured(tm, text=text_lift_of(tm, 0.6), baselines=BASELINES) for tm in tms
+    }
     stored = records.aggregate_stored(
         aggregate,
         tests=[(examples().scores, examples().labels)] * 2,
-        lifts_over_text=[r.lift_over_text for r in per_task.values()],
+        lifts_over_text=[(r.lift_over_text, r.lift_over_text_ci) for r in per_task.values()],
         not_measured_on_policy=[],
         latency={"probe_ms": 0.3, "device": "cpu", "model_forward_ms": 10.0},
         transfer={"gemma-3-270m": 0.4},

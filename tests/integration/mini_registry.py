@@ -46,12 +46,36 @@ def build_mini_registry(
                 model: _write_splits(dest, splits, sizes)
                 for model, splits in entry["splits_by_model"].items()
             }
+            if entry.get("text_panel"):
+                entry["text_panel"] = {
+                    model: _write_panel(dest, entry["id"], model, entry["splits_by_model"][model])
+                    for model in entry["text_panel"]
+                }
         else:
             entry["splits"] = _write_splits(dest, entry["splits"], sizes)
+            if entry.get("text_panel"):
+                entry["text_panel"] = _write_panel(dest, entry["id"], None, entry["splits"])
         tasks.append(entry)
     data["tasks"] = tasks
     (dest / "tasks.yaml").write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     return dest
+
+
+def _write_panel(dest: Path, task_id: str, model: str | None, splits: dict) -> str:
+    """The committed text-baseline panel cut to the rows the mini splits kept (its per-member
+    summary stays the full file's); returns the new file's SHA-256 for the pin."""
+    from evaluator.text_baselines import panel_bytes, panel_relpath
+
+    panel = json.loads((ROOT / panel_relpath(task_id, model)).read_text())
+    for split, block in panel["scores"].items():
+        kept = {json.loads(line)["id"] for line in (dest / splits[split]["path"]).read_text().splitlines()}
+        keep = [i for i, row_id in enumerate(block["ids"]) if row_id in kept]
+        panel["scores"][split] = {name: [values[i] for i in keep] for name, values in block.items()}
+    payload = panel_bytes(panel)
+    path = dest / panel_relpath(task_id, model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(payload)
+    return hashlib.sha256(payload).hexdigest()
 
 
 def _write_splits(dest: Path, splits: dict, sizes: dict[str, int]) -> dict:

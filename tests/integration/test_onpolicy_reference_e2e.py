@@ -17,6 +17,7 @@ from django.core.management import call_command
 from evaluator import metrics
 from evaluator.holdouts import read_rows
 from evaluator.registry import load_registry
+from evaluator.text_baselines import load_panel, strongest
 from leaderboard.models import CycleResult, EvaluationRun, ReevaluationCycle, Score, Submission
 from leaderboard.services.reevaluation import reevaluation_start
 from tests.integration.conftest import SOURCE, wait_for
@@ -77,15 +78,23 @@ def test_a_reference_probe_scores_on_the_on_policy_task_and_holds_a_holdout_auro
 
     score = Score.objects.get(probe_version=version, spec_id="v0.0.1")
     task = score.per_task[CITY]
-    bow = board.task(CITY).text_baseline(SOURCE)["bow_auroc"]
+
+    panel = load_panel(board.root, board.task(CITY), SOURCE)
+    best = strongest(panel, "test")
     assert task["auroc"] == pytest.approx(stored, abs=1e-9)
-    assert task["text_baseline"]["bow"] == bow
-    assert task["lift_over_text"] == pytest.approx(task["auroc"] - bow, abs=1e-9)
+    assert task["text_baseline"] == {
+        "name": best,
+        "auroc": pytest.approx(panel["members"][best]["splits"]["test"]["auroc"], abs=1e-4),
+    }
+    assert task["lift_over_text"] == pytest.approx(task["auroc"] - task["text_baseline"]["auroc"], abs=1e-5)
+    lo, hi = task["lift_over_text_ci"]
+    assert lo < task["lift_over_text"] < hi
     assert score.measurements["lift_over_text"] == pytest.approx(task["lift_over_text"], abs=1e-9)
     assert task["auroc"] > 0.5  # the question's representation knows something the words do not
     rows = client.get("/api/v1/leaderboard", {"category": "hallucination"}).json()["results"]
     [row] = [r for r in rows if r["probe"] == version.probe.slug]
     assert row["lift_over_text"] == pytest.approx(score.measurements["lift_over_text"], abs=1e-4)
+    assert row["lift_over_text_ci"] == pytest.approx([lo, hi], abs=1e-4)  # one task: its own interval
 
     # the quarterly cycle: SmolLM2's holdout from SmolLM2's pool, measured by a real worker
     worker = start_worker()

@@ -1,127 +1,96 @@
-"""CSV and JSON exports of the board: they parse, and they match the API row for row."""
+"""The quarterly per-example export: every public entry's per-row scores on the public splits in one
+gzipped JSON-lines file, written when a cycle completes, listed, downloadable and linked."""
 
-import csv
-import io
+from __future__ import annotations
+
+import gzip
+import hashlib
 import json
+from io import StringIO
 
 import pytest
+from django.core.management import CommandError, call_command
 
-from evaluator.registry import COMPONENTS
-from tests.factories import LeakageRecordFactory
-from tests.leaderboard.board_data import add_spec, ensure_models, ensure_tasks, public_probe, score_for
+from leaderboard import models as m
+from leaderboard.selectors.exports import COLUMNS, examples_export_path, examples_exports_list
+from leaderboard.services.exports import examples_export_write
+from tests.leaderboard.board_data import ensure_models, ensure_tasks
+from tests.leaderboard.rank_data import twins_and_leader
+from tests.leaderboard.reevaluation_data import run_cycle, scored
+
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def board(registry):
+def board(registry, settings, tmp_path):
+    settings.DATA_DIR = tmp_path / "data"
     ensure_models()
-    tasks = ensure_tasks("hallucination", 2)
-    versions = [
-        public_probe(
-            slug="alpha",
-            name='Alpha, "quoted" probe',
-            auroc=0.91,
-            auroc_ea=0.88,
-            tasks=tasks,
-            authors=["Ada Lovelace", "Grace Hopper"],
-            reproduced=True,
-            declared_gaps={"auroc": {"declared": 0.99, "measured": 0.91, "gap": -0.08}},
-        ),
-        public_probe(slug="beta", name="Beta\nprobe", auroc=0.83, tasks=tasks, license="closed"),
-        public_probe(slug="gamma", name="Gamma", auroc=0.75, tasks=tasks, license="MIT"),
-    ]
-    LeakageRecordFactory(probe=versions[2].probe, status="confirmed")
-    return versions
+    return twins_and_leader(ensure_tasks("hallucination", 2))
 
 
-def api_rows(client, **params) -> dict:
-    response = client.get("/api/v1/leaderboard", params | {"limit": 1000})
-    assert response.status_code == 200
-    return response.json()
+def _lines(path) -> list[dict]:
+    return [json.loads(line) for line in gzip.decompress(path.read_bytes()).decode().splitlines()]
 
 
-def csv_rows(client, **params) -> list[dict]:
-    response = client.get("/api/v1/leaderboard.csv", params)
-    assert response.status_code == 200
-    assert response["Content-Type"].startswith("text/csv")
-    assert "attachment" in response["Content-Disposition"] and ".csv" in response["Content-Disposition"]
-    return list(csv.DictReader(io.StringIO(response.content.decode())))
+def test_the_export_holds_every_public_row_and_its_manifest_says_what_it_is(board):
+    hidden = m.Submission.objects.filter(probe_version=board["twin-b"])
+    hidden.update(status=m.Submission.Status.QUEUED)  # not public: not exported
+    manifest = examples_export_write("2026Q4")
+    path = examples_export_path("2026Q4")
+    rows = _lines(path)
+    runs = m.EvaluationRun.objects.filter(
+        probe_version__in=[board["strong"], board["twin-a"]],
+        kind="score",
+        split__in=["train", "test", "distshift"],
+    )
+    assert len(rows) == sum(len(r.example_scores) for r in runs) == manifest["rows"] > 0
+    assert {r["probe"] for r in rows} == {"strong", "twin-a"} and manifest["entries"] == 2
+    assert set(rows[0]) == set(COLUMNS) and {r["split"] for r in rows} == {"train", "test", "distshift"}
+    run = runs.filter(probe_version=board["strong"], split="test").first()
+    first = run.example_scores[0]
+    assert {"id": first["id"], "label": first["label"], "score": first["score"]}.items() <= next(
+        r for r in rows if r["probe"] == "strong" and r["task"] == run.task_id and r["split"] == "test"
+    ).items()
+    assert manifest["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert examples_exports_list() == [manifest]
+    again = examples_export_write("2026Q4")  # same rows, same bytes
+    assert again["sha256"] == manifest["sha256"] and len(list(path.parent.iterdir())) == 2
 
 
-def as_float(text: str) -> float | None:
-    return float(text) if text != "" else None
+def test_it_is_downloadable_listed_and_linked_from_the_board(board, client):
+    examples_export_write("2026Q4")
+    response = client.get("/exports/2026Q4/examples.jsonl.gz")
+    assert response.status_code == 200 and response["Content-Type"] == "application/gzip"
+    assert "probebench-examples-2026Q4.jsonl.gz" in response["Content-Disposition"]
+    assert gzip.decompress(b"".join(response.streaming_content)).count(b"\n") > 0
+    assert client.get("/exports/2026Q3/examples.jsonl.gz").status_code == 404
+    assert client.get("/exports/..%2F..%2Fetc/examples.jsonl.gz").status_code == 404
+    assert client.get("/exports/20X6Q9/examples.jsonl.gz").status_code == 404
+    [listed] = client.get("/api/v1/exports").json()
+    assert listed["quarter"] == "2026Q4" and listed["url"] == "/exports/2026Q4/examples.jsonl.gz"
+    assert "/exports/2026Q4/examples.jsonl.gz" in client.get("/category/hallucination/").content.decode()
+    assert 'id="examples-exports"' in client.get("/reevaluations/").content.decode()
 
 
-def as_bool(text: str) -> bool | None:
-    return {"true": True, "false": False, "": None}[text]
+def test_a_damaged_manifest_is_not_listed(board):
+    examples_export_write("2026Q4")
+    (examples_export_path("2026Q4").parent / "manifest.json").write_text("{not json")
+    assert examples_exports_list() == []
 
 
-@pytest.mark.parametrize(
-    "params", [{"category": "hallucination"}, {}, {"measured_only": "1", "sort": "auroc"}]
-)
-def test_csv_parses_and_matches_the_api(client, board, params):
-    api = api_rows(client, **params)
-    records = csv_rows(client, **params)
-    assert len(records) == api["count"] == len(api["results"])
-    for rec, row in zip(records, api["results"], strict=True):
-        assert rec["probe"] == row["probe"] and rec["name"] == row["name"]
-        assert rec["spec"] == api["spec"]
-        assert (int(rec["rank"]) if rec["rank"] else None) == row["rank"]
-        assert as_float(rec["total"]) == row["total"]
-        assert as_float(rec["measured_total"]) == row["measured_total"]
-        assert rec["authors"] == "; ".join(row["authors"])
-        assert [as_float(rec["auroc_ci_lo"]), as_float(rec["auroc_ci_hi"])] == (
-            row["auroc_ci"] or [None, None]
-        )
-        for name in COMPONENTS:
-            comp = row["components"][name]
-            assert as_float(rec[f"{name}_value"]) == comp["value"]
-            assert as_float(rec[f"{name}_weight"]) == comp["weight"]
-            assert as_float(rec[f"{name}_contribution"]) == comp["contribution"]
-            assert as_bool(rec[f"{name}_imputed"]) == comp["imputed"]
-            assert as_float(rec[f"{name}_raw"]) == comp["raw"]
-        badges = row["badges"]
-        assert as_bool(rec["reproduced"]) == badges["reproduced"]
-        assert as_bool(rec["leakage"]) == badges["leakage"]
-        assert as_bool(rec["deprecated"]) == badges["deprecated"]
-        assert int(rec["stability_quarters"]) == badges["stability_quarters"]
-        assert (json.loads(rec["declared_gaps"]) if rec["declared_gaps"] else {}) == badges["declared_gaps"]
-        assert rec["url"] == row["url"]
+def test_the_command_writes_it_and_names_a_bad_quarter(board):
+    out = StringIO()
+    call_command("export_examples", "--quarter", "2026Q4", stdout=out)
+    assert "2026Q4:" in out.getvalue() and examples_export_path("2026Q4").is_file()
+    with pytest.raises(CommandError, match="must look like 2026Q4"):
+        call_command("export_examples", "--quarter", "../x", stdout=StringIO())
 
 
-def test_csv_quotes_awkward_names(client, board):
-    names = [r["name"] for r in csv_rows(client, category="hallucination")]
-    assert 'Alpha, "quoted" probe' in names and "Beta\nprobe" in names
-
-
-def test_csv_with_a_compared_spec(client, board):
-    add_spec("v0.0.2")
-    for v in board:
-        score_for(v, spec="v0.0.2", auroc=v.scores.get().measurements["auroc"])
-    records = csv_rows(client, category="hallucination", spec="v0.0.2", compare="v0.0.1")
-    api = api_rows(client, category="hallucination", spec="v0.0.2", compare="v0.0.1")
-    assert {r["compare_spec"] for r in records} == {"v0.0.1"}
-    assert [(r["probe"], int(r["compare_rank"])) for r in records] == [
-        (r["probe"], r["compare_rank"]) for r in api["results"]
-    ]
-
-
-def test_json_export_is_the_whole_board(client, board):
-    response = client.get("/api/v1/leaderboard.json", {"category": "hallucination"})
-    assert response.status_code == 200 and response["Content-Type"].startswith("application/json")
-    assert "attachment" in response["Content-Disposition"]
-    export = response.json()
-    api = api_rows(client, category="hallucination")
-    assert export["results"] == api["results"]
-    assert export["count"] == 3 and export["next"] is None
-
-
-def test_an_empty_board_exports_a_header(client, registry):
-    response = client.get("/api/v1/leaderboard.csv", {"category": "refusal"})
-    lines = response.content.decode().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("spec,rank,probe,name")
-
-
-def test_exports_are_cacheable(client, board):
-    response = client.get("/api/v1/leaderboard.csv")
-    assert "public" in response["Cache-Control"]
-    assert client.get("/api/v1/leaderboard.csv", HTTP_IF_NONE_MATCH=response["ETag"]).status_code == 304
+def test_a_completed_cycle_writes_its_quarters_export(
+    small_registry, maintainer, django_capture_on_commit_callbacks
+):
+    for slug in ("holds", "falls"):
+        scored(slug, reference_auroc=0.90)
+    with django_capture_on_commit_callbacks(execute=True):
+        run_cycle("2026Q3", maintainer, {"holds": 0.86, "falls": 0.78})
+    assert [e["quarter"] for e in examples_exports_list()] == ["2026Q3"]

@@ -1,6 +1,7 @@
 """On-policy tasks in the leaderboard: sync_registry mirrors the per-model split files, a probe is
 planned on its own model's files only (the encoder on none), ρ_CE re-fits only on targets that have
-the behaviour, and every Score carries lift over text (probe AUROC − bag-of-words AUROC)."""
+the behaviour, and every Score carries lift over text (probe AUROC − the strongest text-only
+baseline's on the same rows, with DeLong's paired interval)."""
 
 from __future__ import annotations
 
@@ -37,10 +38,13 @@ def test_sync_mirrors_each_models_files_and_the_text_baselines(synced):
         for name, split in splits.items()
     }
     assert task.measured_on(SMOL) and not task.measured_on(ENCODER)
-    assert task.text_baseline(SMOL)["bow_auroc"] == spec.text_baseline(SMOL)["bow_auroc"]
+    assert task.text_panel(SMOL)["sha256"] == spec.text_panel_sha256(SMOL)
+    assert task.text_panel(SMOL)["model"] == SMOL and "scores" not in task.text_panel(SMOL)
+    assert task.text_panel(ENCODER) == {}
     halueval = m.Task.objects.get(slug="halueval-qa-v1")
     assert not halueval.on_policy and halueval.splits.filter(base_model__isnull=False).count() == 0
-    assert halueval.text_baseline()["bow_auroc"] == synced.task("halueval-qa-v1").text_baseline()["bow_auroc"]
+    assert halueval.text_panel()["sha256"] == synced.task("halueval-qa-v1").text_panel_sha256()
+    assert set(halueval.text_panel()["members"]) >= {"length", "word_tfidf", "char_tfidf", "minilm", "stack"}
     assert registry_sync().changed == 0
 
 
@@ -92,24 +96,80 @@ def _finish(version: m.ProbeVersion, auroc_by_task: dict[str, float]) -> list[Ru
     return runs
 
 
+def _scored_test_rows(registry, task_id: str, model: str | None, seed: int) -> list[dict]:
+    """Per-row test scores on the task's real test rows (what the panel is paired with)."""
+    import numpy as np
+
+    from evaluator.activations import read_split
+
+    rows = read_split(registry, task_id, "test", model=model)
+    rng = np.random.default_rng(seed)
+    scores = np.asarray(rows.labels) * 1.2 + rng.standard_normal(len(rows.ids))
+    return [
+        {"id": i, "label": int(y), "score": float(v), "prob": 0.5}
+        for i, y, v in zip(rows.ids, rows.labels, scores, strict=True)
+    ]
+
+
 def test_every_score_carries_lift_over_text_per_task_and_its_mean(synced):
+    import math
+
+    from evaluator.compare import delong_test
+    from evaluator.text_baselines import load_panel, member_scores, strongest
+
     version = _queued("lifted", SMOL)
     runs = _finish(version, {CITY_COUNTRY_ID: 0.8, "cities-truth-v1": 0.9})
+    for run in runs:  # the test runs score the tasks' real test rows
+        if run.split == "test":
+            model = SMOL if run.task_id == CITY_COUNTRY_ID else None
+            run.example_scores = _scored_test_rows(synced, run.task_id, model, seed=len(run.task_id))
+            run.save(update_fields=["example_scores"])
     [score, *_] = submission_score(submission=version.submission, runs=runs)
-    bow_own = synced.task(CITY_COUNTRY_ID).text_baseline(SMOL)["bow_auroc"]
-    bow_text = synced.task("cities-truth-v1").text_baseline()["bow_auroc"]
-    assert score.per_task[CITY_COUNTRY_ID]["text_baseline"] == {"bow": bow_own}
-    assert score.per_task[CITY_COUNTRY_ID]["lift_over_text"] == pytest.approx(0.8 - bow_own)
-    assert score.per_task["cities-truth-v1"]["lift_over_text"] == pytest.approx(0.9 - bow_text)
-    assert score.measurements["lift_over_text"] == pytest.approx(((0.8 - bow_own) + (0.9 - bow_text)) / 2)
+    lifts = []
+    for task_id in (CITY_COUNTRY_ID, "cities-truth-v1"):
+        panel = load_panel(synced.root, synced.task(task_id), SMOL)
+        best = strongest(panel, "test")
+        rows = next(r for r in runs if r.task_id == task_id and r.split == "test").example_scores
+        text = member_scores(panel, best)
+        test = delong_test(
+            [r["score"] for r in rows], [text[r["id"]] for r in rows], [r["label"] for r in rows]
+        )
+        stored = score.per_task[task_id]
+        assert stored["text_baseline"] == {"name": best, "auroc": pytest.approx(test.auroc_b, abs=1e-6)}
+        assert stored["text_baseline"]["auroc"] == pytest.approx(
+            panel["members"][best]["splits"]["test"]["auroc"], abs=1e-4
+        )
+        assert stored["lift_over_text"] == pytest.approx(test.delta, abs=1e-6)
+        half = 1.959964 * math.sqrt(test.variance)
+        assert stored["lift_over_text_ci"] == pytest.approx([test.delta - half, test.delta + half], abs=1e-5)
+        lifts.append((test.delta, half))
+    assert score.measurements["lift_over_text"] == pytest.approx(sum(v for v, _ in lifts) / 2, abs=1e-6)
+    mean_half = 1.959964 * math.sqrt(sum((h / 1.959964) ** 2 for _, h in lifts)) / 2
+    assert score.measurements["lift_over_text_ci"] == pytest.approx(
+        [score.measurements["lift_over_text"] - mean_half, score.measurements["lift_over_text"] + mean_half],
+        abs=1e-5,
+    )
     assert score.measurements["not_measured_on_policy"] == []
+
+
+def test_a_test_run_on_rows_the_panel_never_scored_leaves_the_lift_unmeasured_and_says_why(synced):
+    version = _queued("elsewhere", SMOL)
+    runs = _finish(version, {"cities-truth-v1": 0.9})  # synthetic row ids: not the split's
+    [score, *_] = submission_score(submission=version.submission, runs=runs)
+    task = score.per_task["cities-truth-v1"]
+    assert task["auroc"] == pytest.approx(0.9) and task["lift_over_text"] is None
+    assert task["text_baseline"] == {"name": None, "auroc": None}
+    assert any("scored no row 'neg-0' of this test split" in n for n in task["notes"])
+    assert score.measurements["lift_over_text"] is None
 
 
 def test_the_encoders_score_says_which_on_policy_tasks_it_was_not_measured_on(synced):
     version = _queued("encoded", ENCODER, layer=3)
-    [score, *_] = submission_score(
-        submission=version.submission, runs=_finish(version, {"cities-truth-v1": 0.7})
-    )
+    runs = _finish(version, {"cities-truth-v1": 0.7})
+    test_run = next(r for r in runs if r.split == "test")
+    test_run.example_scores = _scored_test_rows(synced, "cities-truth-v1", None, seed=3)
+    test_run.save(update_fields=["example_scores"])
+    [score, *_] = submission_score(submission=version.submission, runs=runs)
     assert score.measurements["not_measured_on_policy"] == [CITY_COUNTRY_ID]
 
 
@@ -121,34 +181,53 @@ def test_lift_over_text_is_a_sortable_board_column_in_the_api_and_the_csv(regist
 
     ensure_models()
     tasks = ensure_tasks("hallucination", 1)
+    intervals = {"wordy": [-0.04, 0.06], "deep": [0.2, 0.4]}
     for slug, auroc, lift in (("wordy", 0.95, 0.01), ("deep", 0.80, 0.30), ("unknown", 0.85, None)):
-        extra = {} if lift is None else {"lift_over_text": lift}
+        extra = {} if lift is None else {"lift_over_text": lift, "lift_over_text_ci": intervals[slug]}
         public_probe(slug=slug, auroc=auroc, tasks=tasks, extra_measurements=extra)
     rows = client.get("/api/v1/leaderboard", {"sort": "lift", "limit": 100}).json()["results"]
-    assert [(r["probe"], r["lift_over_text"]) for r in rows] == [
-        ("deep", 0.3),
-        ("wordy", 0.01),
-        ("unknown", None),
+    assert [(r["probe"], r["lift_over_text"], r["lift_over_text_ci"]) for r in rows] == [
+        ("deep", 0.3, [0.2, 0.4]),
+        ("wordy", 0.01, [-0.04, 0.06]),
+        ("unknown", None, None),
     ]
     response = client.get("/api/v1/leaderboard.csv", {"sort": "lift", "dir": "asc"})
     exported = list(csv.DictReader(io.StringIO(response.content.decode())))
-    assert [(r["probe"], r["lift_over_text"]) for r in exported] == [
-        ("wordy", "0.01"),
-        ("deep", "0.3"),
-        ("unknown", ""),
+    assert [
+        (r["probe"], r["lift_over_text"], r["lift_over_text_ci_lo"], r["lift_over_text_ci_hi"])
+        for r in exported
+    ] == [
+        ("wordy", "0.01", "-0.04", "0.06"),
+        ("deep", "0.3", "0.2", "0.4"),
+        ("unknown", "", "", ""),
     ]
     page = client.get("/category/hallucination/", {"sort": "lift"}).content.decode()
     assert "Lift/text" in page and page.index("deep") < page.index("wordy")
+    # the interval that includes 0 is marked, the one above 0 is not
+    cells = {
+        slug: page[page.index(f"/probes/{slug}/") :].split('class="num lift"', 1)[1][:400]
+        for slug in intervals
+    }
+    assert "≈0" in cells["wordy"] and "[-0.040, 0.060]" in cells["wordy"]
+    assert "≈0" not in cells["deep"].split("</td>", 1)[0] and "[0.200, 0.400]" in cells["deep"]
 
 
 def test_task_pages_show_the_text_baselines_and_mark_on_policy_tasks(synced, client):
+    from evaluator.text_baselines import chosen_by_cv, strongest
+
     page = client.get(f"/tasks/{CITY_COUNTRY_ID}/").content.decode()
     assert "On-policy task." in page and f"{SMOL}/test.jsonl" in page
-    bow = synced.task(CITY_COUNTRY_ID).text_baseline(SMOL)["bow_auroc"]
-    assert 'id="text-baselines"' in page and f"{bow:.3f}" in page
+    panel = m.Task.objects.get(slug=CITY_COUNTRY_ID).text_panel(SMOL)
+    best = panel["members"][strongest(panel)]["splits"]["test"]["auroc"]
+    assert 'id="text-baselines"' in page and f"{best:.3f}" in page
+    assert page.count(">strongest</span>") == 2  # one per base model's file
+    assert page.count(">CV pick</span>") == 2
     text_task = client.get("/tasks/harmful-requests-v1/").content.decode()
     assert "On-policy task." not in text_task
-    assert f"{synced.task('harmful-requests-v1').text_baseline()['bow_auroc']:.3f}" in text_task
+    harmful = m.Task.objects.get(slug="harmful-requests-v1").text_panel()
+    for member in harmful["members"].values():
+        assert f"{member['splits']['test']['auroc']:.3f}" in text_task
+    assert chosen_by_cv(harmful) in harmful["members"]
     listing = client.get("/category/hallucination/").content.decode()
     assert "on-policy</span>" in listing
 
@@ -156,11 +235,12 @@ def test_task_pages_show_the_text_baselines_and_mark_on_policy_tasks(synced, cli
 def test_the_task_api_publishes_each_models_files_and_the_baselines(synced, client):
     tasks = {t["slug"]: t for t in client.get("/api/v1/tasks", {"category": "hallucination"}).json()}
     own = tasks[CITY_COUNTRY_ID]
-    assert own["on_policy"] is True and own["text_baselines"][SMOL]["test"]["bow_auroc"] is not None
+    assert own["on_policy"] is True
+    assert own["text_baselines"][SMOL]["members"]["char_tfidf"]["splits"]["test"]["auroc"] is not None
     assert {(s["base_model"], s["name"]) for s in own["splits"]} == {
         (m, n) for m in (SMOL, GEMMA) for n in ("train", "test", "distshift", "holdout_pool")
     }
-    assert own["text_baselines"][GEMMA]["test"]["bow_auroc"] is not None
+    assert own["text_baselines"][GEMMA]["sha256"] == synced.task(CITY_COUNTRY_ID).text_panel_sha256(GEMMA)
     assert {s["base_model"] for s in tasks["halueval-qa-v1"]["splits"]} == {None}
 
 

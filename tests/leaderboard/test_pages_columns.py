@@ -70,10 +70,15 @@ def test_the_confusing_columns_say_what_they_are(client, registry):
     utility = columns[columns.index('id="col-utility"') :]
     utility = utility[: utility.index("</tr>")]
     assert "z-score" in utility and "random directions" in utility and "no interval is stored" in utility
-    # lift over text: why the eval-awareness board reads 0.000
+    # lift over text: over the strongest text model, its interval, and why some tasks show none
     lift = columns[columns.index('id="col-lift"') :]
     lift = lift[: lift.index("</tr>")]
-    assert "eval-awareness board reads 0.000" in lift and "word counts alone reach AUROC 1.000" in lift
+    assert "strongest text-only baseline" in lift and "DeLong" in lift and "≈0" in lift
+    assert "the text alone reaches AUROC 1.000 no probe can show any lift" in lift
+    # the board's other orders
+    for key, words in (("borda", "share of the other entries"), ("delta", "holdout AUROC minus")):
+        row = columns[columns.index(f'id="col-{key}"') :]
+        assert words in row[: row.index("</tr>")]
 
 
 def test_a_column_where_every_entry_is_equal_is_muted_and_says_whether_it_counts(client, board):
@@ -115,7 +120,11 @@ def test_lift_over_text_all_zero_on_an_eval_awareness_board_is_called_out(client
     assert "flat" not in headers["auroc_ea"]  # n/a on this board, not a value
     legend = re.search(r'<p class="legend flat-column" data-col="lift">(.*?)</p>', page, re.S).group(1)
     assert "all 2 entries equal (0.000)" in legend and "it is not part of the ProbeScore" in legend
-    assert "eval-awareness board reads 0.000" in title_of(headers["lift"])
+    assert "the eval-awareness tasks' test rows are separable from their words" in title_of(headers["lift"])
+    # both entries are at the AUROC ceiling: the board says so and leads with what separates them
+    assert 'id="saturation"' in page and "2 of 2 entries score at least 0.99" in page
+    order = [m.group(1) for m in re.finditer(r'data-col="([a-z_]+)"', page[: page.index("</thead>")])]
+    assert order.index("latency") < order.index("auroc")  # latency spreads (0.1 vs 3 ms), AUROC barely
 
 
 def test_a_single_entry_is_not_called_flat(client, registry):

@@ -67,3 +67,57 @@ def test_a_deprecated_probe_leaves_the_board_and_the_reconciler_recomputes_it(bo
     assert not m.RankInterval.objects.filter(score__probe_version=board["strong"]).exists()
     a, b = interval(board["twin-a"]), interval(board["twin-b"])
     assert a.n_entries == 2 and a.tied_for_first and b.tied_for_first
+
+
+def test_the_borda_rank_and_the_holdout_rank_delta_are_stored_and_shown(board, client, django_user_model):
+    import csv
+    import io
+
+    strong, twin_a, twin_b = board["strong"], board["twin-a"], board["twin-b"]
+    assert interval(strong).borda_rank == 1 and {
+        interval(twin_a).borda_rank,
+        interval(twin_b).borda_rank,
+    } <= {2, 3}
+    assert 0.5 < interval(strong).borda_score <= 1.0
+    assert interval(strong).rank_delta is None and interval(strong).rank_delta_quarter == ""  # no cycle yet
+
+    # a completed cycle in which the leader fell to last on its holdout
+    staff = django_user_model.objects.create_user("maint", is_staff=True)
+    cycle = m.ReevaluationCycle.objects.create(
+        quarter="2026Q4", triggered_by=staff, status=m.ReevaluationCycle.Status.COMPLETED
+    )
+    for version, holdout, test in ((strong, 0.60, 0.99), (twin_a, 0.80, 0.90), (twin_b, 0.75, 0.89)):
+        m.CycleResult.objects.create(
+            cycle=cycle, probe_version=version, holdout_auroc=holdout, test_auroc=test
+        )
+    assert board_rank_intervals_write(category_id="hallucination", spec_id="v0.0.1", force=True) == 3
+    assert [interval(v).rank_delta for v in (strong, twin_a, twin_b)] == [3 - 1, 1 - 2, 2 - 3]
+    assert interval(strong).rank_delta_quarter == "2026Q4"
+
+    rows = {
+        r["probe"]: r
+        for r in client.get("/api/v1/leaderboard", {"category": "hallucination"}).json()["results"]
+    }
+    assert (
+        rows["strong"]["borda_rank"],
+        rows["strong"]["rank_delta"],
+        rows["strong"]["rank_delta_quarter"],
+    ) == (
+        1,
+        2,
+        "2026Q4",
+    )
+    by_delta = client.get("/api/v1/leaderboard", {"category": "hallucination", "sort": "delta"}).json()[
+        "results"
+    ]
+    assert [r["probe"] for r in by_delta] == ["twin-a", "twin-b", "strong"]  # climbed first, fell last
+    exported = list(
+        csv.DictReader(
+            io.StringIO(client.get("/api/v1/leaderboard.csv", {"category": "hallucination"}).content.decode())
+        )
+    )
+    assert {r["probe"]: r["rank_delta"] for r in exported} == {"strong": "2", "twin-a": "-1", "twin-b": "-1"}
+    page = client.get("/category/hallucination/").content.decode()
+    assert ">Borda<" in page or "Borda</" in page
+    strong_row = page[page.index("/probes/strong/") :].split("</tr>", 1)[0]
+    assert 'class="num delta"' in strong_row and ">+2</td>" in strong_row

@@ -39,6 +39,10 @@ def add_refreshed_task(root: Path, **fields) -> None:
             split["path"] = split["path"].replace(TRUTH_TASK, NEW_TASK)
             (root / split["path"]).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(old_path, root / split["path"])
+        if new.get("text_panel"):  # the same rows: the same panel, under the new task's name
+            from evaluator.text_baselines import panel_relpath
+
+            shutil.copy(root / panel_relpath(TRUTH_TASK, None), root / panel_relpath(NEW_TASK, None))
         data["tasks"].append(new)
 
     edit_tasks(root, change)

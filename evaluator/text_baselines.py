@@ -1,0 +1,228 @@
+"""The committed text-baseline panels, and a probe's lift over the strongest of them.
+
+``python -m evaluator data-baselines --write`` fits the text-only panel (:mod:`evaluator.text_panel`)
+of every task (an on-policy task: of every base model's own files) on train and scores its test and
+distshift rows. Each result is one JSON file, ``registry/baselines/<task>.json`` (on-policy:
+``registry/baselines/<task>/<model>.json``), whose SHA-256 tasks.yaml pins as the task's
+``text_panel`` (a hash, or ``{model: hash}`` for an on-policy task). A file holds, per member, the
+hyperparameters CV chose, its CV AUROC on train and its AUROC with interval on each scored split,
+and every scored row's decision value (``scores``: per split, the row ids and one list per
+member). The board reads these files; it never refits a baseline.
+
+The bar a probe is judged against on a split is the **strongest member on that split's rows**
+(:func:`strongest`): the highest AUROC there among members whose hyperparameters were each chosen
+by CV on train. Choosing the member on the very rows it is scored on favours the text side (the
+best of six correlated estimates is a little lucky), so a lift over it is, if anything, an
+understatement: a probe that beats it beats every text-only model of the panel. The member CV on
+train would have chosen is kept beside it (:func:`chosen_by_cv`).
+
+:func:`text_lift` pairs a probe's per-row test scores with the strongest member's by row id and
+gives the lift (probe AUROC − baseline AUROC on the same rows) with DeLong's paired 95% interval.
+
+Pure: numpy and the evaluator; no Django.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evaluator.errors import EvaluatorError, RegistryError
+
+#: the file format's version (bumped when a field changes meaning)
+PANEL_FORMAT = 1
+#: the splits a panel scores, when the task has them
+PANEL_SPLITS: tuple[str, ...] = ("test", "distshift")
+#: two-sided 95% normal quantile (the lift's interval)
+Z95 = 1.959963984540054
+#: decimals kept of a member's per-row decision value
+SCORE_DECIMALS = 6
+
+
+def panel_relpath(task_id: str, model: str | None) -> str:
+    """Where a panel file lives, relative to the registry root."""
+    return f"registry/baselines/{task_id}/{model}.json" if model else f"registry/baselines/{task_id}.json"
+
+
+def panel_bytes(document: Mapping[str, Any]) -> bytes:
+    """The canonical bytes of a panel file (what its pinned hash is taken over)."""
+    return (json.dumps(document, indent=1, sort_keys=True, allow_nan=False) + "\n").encode()
+
+
+def panel_document(result, *, task_id: str, model: str | None, encoder: str | None) -> dict[str, Any]:
+    """A :class:`evaluator.text_panel.PanelResult` as the committed file's JSON."""
+    from evaluator.text_panel import C_GRID
+
+    members = result.members
+    splits = [s for s in PANEL_SPLITS if all(s in m.splits for m in members.values())]
+    scores: dict[str, Any] = {}
+    for split in splits:
+        ids = next(iter(members.values())).splits[split].ids
+        scores[split] = {"ids": list(ids)} | {
+            name: [round(v, SCORE_DECIMALS) for v in m.splits[split].scores] for name, m in members.items()
+        }
+    return {
+        "format": PANEL_FORMAT,
+        "task": task_id,
+        "model": model,
+        "protocol": {"folds": result.folds, "seed": result.seed, "C_grid": list(C_GRID), "encoder": encoder},
+        "members": {
+            name: {
+                "params": dict(m.params),
+                "cv_auroc": round(m.cv_auroc, 4),
+                "splits": {
+                    s: {
+                        "auroc": round(m.splits[s].auroc, 4),
+                        "ci": [round(m.splits[s].ci[0], 4), round(m.splits[s].ci[1], 4)],
+                        "n": len(m.splits[s].ids),
+                    }
+                    for s in splits
+                },
+            }
+            for name, m in members.items()
+        },
+        "scores": scores,
+        "notes": list(result.notes),
+    }
+
+
+def summary(document: Mapping[str, Any], *, sha256: str) -> dict[str, Any]:
+    """A panel without its per-row scores (what the board keeps on the task), with its hash."""
+    return {k: v for k, v in document.items() if k != "scores"} | {"sha256": sha256}
+
+
+def strongest(panel: Mapping[str, Any], split: str = "test") -> str | None:
+    """The member with the highest AUROC on ``split`` (first of equals in file order); None when
+    the panel did not score that split."""
+    best: tuple[float, str] | None = None
+    for name, member in (panel.get("members") or {}).items():
+        value = ((member.get("splits") or {}).get(split) or {}).get("auroc")
+        if isinstance(value, (int, float)) and (best is None or value > best[0]):
+            best = (float(value), name)
+    return None if best is None else best[1]
+
+
+def chosen_by_cv(panel: Mapping[str, Any]) -> str | None:
+    """The member cross-validation on train picks (highest CV AUROC, first of equals)."""
+    best: tuple[float, str] | None = None
+    for name, member in (panel.get("members") or {}).items():
+        value = member.get("cv_auroc")
+        if isinstance(value, (int, float)) and (best is None or value > best[0]):
+            best = (float(value), name)
+    return None if best is None else best[1]
+
+
+def load_panel(root: Path, task, model: str | None) -> dict[str, Any] | None:
+    """The committed panel of ``task`` (a :class:`evaluator.registry.TaskSpec`) for a probe on
+    ``model``, or None when tasks.yaml pins none."""
+    pinned = task.text_panel_sha256(model)
+    if pinned is None:
+        return None
+    return read_panel(root, task.id, model if task.on_policy else None, pinned)
+
+
+def read_panel(root: Path, task_id: str, model: str | None, sha256: str) -> dict[str, Any]:
+    """A panel file (``model``: the base model of an on-policy task's file, else None) checked
+    against its pinned hash: a missing file or another hash is an error (nothing is ever judged
+    against an unpinned baseline)."""
+    rel = panel_relpath(task_id, model)
+    path = Path(root) / rel
+    if not path.is_file():
+        raise RegistryError(f"task {task_id}: text-baseline panel {rel} is missing (tasks.yaml pins it)")
+    data = path.read_bytes()
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != sha256:
+        raise RegistryError(
+            f"task {task_id}: text-baseline panel {rel} has SHA-256 {actual}, tasks.yaml pins {sha256}"
+            " (rebuild with `python -m evaluator data-baselines --write`)"
+        )
+    return json.loads(data)
+
+
+def member_scores(panel: Mapping[str, Any], member: str, split: str = "test") -> dict[str, float]:
+    """Row id → the member's decision value on ``split``."""
+    block = (panel.get("scores") or {}).get(split)
+    if not block or member not in block:
+        raise EvaluatorError(f"the text-baseline panel has no {split} scores for member {member}")
+    return dict(zip(block["ids"], block[member], strict=True))
+
+
+def text_lift(
+    panel: Mapping[str, Any], rows: Iterable[tuple[str, int, float]], split: str = "test"
+) -> dict[str, Any] | None:
+    """A probe's lift over the panel's strongest member on ``split``: ``rows`` are the probe's
+    (row id, label, score). Paired by row id: a probe row the panel did not score is an error
+    (the two must read the same split file). Returns ``{"name", "auroc", "lift", "ci",
+    "p_value"}`` (``auroc``: the baseline's on these rows), or None when the panel has no score
+    on ``split``."""
+    from evaluator.compare import delong_test
+
+    name = strongest(panel, split)
+    if name is None:
+        return None
+    baseline = member_scores(panel, name, split)
+    rows = list(rows)
+    missing = [i for i, _, _ in rows if i not in baseline]
+    if missing:
+        raise EvaluatorError(
+            f"the text-baseline panel scored no row {missing[0]!r} of this {split} split"
+            f" ({len(missing)} of {len(rows)} rows missing): it was built from another file"
+        )
+    labels = np.array([y for _, y, _ in rows], dtype=np.int64)
+    probe = np.array([s for _, _, s in rows], dtype=np.float64)
+    text = np.array([baseline[i] for i, _, _ in rows], dtype=np.float64)
+    test = delong_test(probe, text, labels)
+    half = Z95 * math.sqrt(test.variance)
+    return {
+        "name": name,
+        "auroc": round(test.auroc_b, 6),
+        "lift": round(test.delta, 6),
+        "ci": [round(test.delta - half, 6), round(test.delta + half, 6)],
+        "p_value": test.p_value,
+    }
+
+
+def mean_lift_ci(lifts: Iterable[tuple[float, tuple[float, float]]]) -> tuple[float, float] | None:
+    """95% interval of the mean of per-task lifts, each given as (lift, its 95% interval): the
+    tasks' rows are disjoint, so their lifts are independent and the variance of the mean is the
+    sum of the per-task variances (each read back from its interval) over k²."""
+    items = list(lifts)
+    if not items:
+        return None
+    mean = sum(v for v, _ in items) / len(items)
+    variance = sum(((hi - lo) / (2 * Z95)) ** 2 for _, (lo, hi) in items) / len(items) ** 2
+    half = Z95 * math.sqrt(variance)
+    return round(mean - half, 6), round(mean + half, 6)
+
+
+def write_panels(
+    root: Path, task_ids: Iterable[str] | None = None, *, embed=None, encoder: str | None = None
+) -> dict[str, Any]:
+    """Fit and write the panel file of every (task, model) of ``task_ids`` (default: every task);
+    returns the ``text_panel`` pins to store in tasks.yaml, per task."""
+    from evaluator.registry import load_registry
+    from evaluator.text_panel import task_panel
+
+    registry = load_registry(root)
+    wanted = list(task_ids) if task_ids else list(registry.tasks)
+    pins: dict[str, Any] = {}
+    for task_id in wanted:
+        task = registry.task(task_id)
+        models: list[str | None] = list(task.splits_by_model) if task.on_policy else [None]
+        per_model: dict[str, str] = {}
+        for model in models:
+            splits = [s for s in PANEL_SPLITS if s in task.splits_for(model)]
+            result = task_panel(registry, task_id, model=model, splits=splits, embed=embed)
+            data = panel_bytes(panel_document(result, task_id=task_id, model=model, encoder=encoder))
+            path = Path(root) / panel_relpath(task_id, model)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            per_model[model or ""] = hashlib.sha256(data).hexdigest()
+        pins[task_id] = per_model if task.on_policy else per_model[""]
+    return pins
