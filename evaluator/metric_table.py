@@ -65,7 +65,8 @@ class Metric:
     def stored(self) -> str:
         """Where the board keeps it."""
         where = f"Score.measurements[{self.name}] (mean over tasks)"
-        return where + (f", Score.per_task[task][{self.name}]" if self.per_task else "")
+        where += f", Score.per_task[task][{self.name}]" if self.per_task else ""
+        return where + (f"; its 95% interval beside it as {self.name}_ci" if self.interval else "")
 
 
 METRICS: tuple[Metric, ...] = (
@@ -170,6 +171,17 @@ METRICS: tuple[Metric, ...] = (
         True,
         exported=True,
         version=2,
+        interval=True,
+    ),
+    Metric(
+        "controlled_auroc",
+        "Controlled AUROC",
+        "AUROC the probe adds to the text controls (strongest text baseline, length): a logistic regression"
+        " of the label on them with and without the probe's score, cross-fitted on test; DeLong 95% interval",
+        -1.0,
+        1.0,
+        True,
+        exported=True,
         interval=True,
     ),
     Metric(

@@ -33,8 +33,12 @@ from evaluator.scoring import Measurements
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
 #: Score.measurements key of the mean over tasks of (probe test AUROC − strongest text baseline's)
 LIFT_OVER_TEXT_KEY = "lift_over_text"
-#: Score.measurements key of that mean's 95% interval (evaluator.text_baselines.mean_lift_ci)
+#: Score.measurements key of that mean's 95% interval (evaluator.text_baselines.mean_delta_ci)
 LIFT_OVER_TEXT_CI_KEY = "lift_over_text_ci"
+#: Score.measurements keys of the mean over tasks of the confound-controlled AUROC (what the probe
+#: adds over the text controls, evaluator.text_baselines.controlled_auroc) and its interval
+CONTROLLED_AUROC_KEY = "controlled_auroc"
+CONTROLLED_AUROC_CI_KEY = "controlled_auroc_ci"
 
 
 @cache
@@ -65,6 +69,9 @@ class TaskRecord:
     text_baseline_auroc: float | None = None
     lift_over_text: float | None = None
     lift_over_text_ci: tuple[float, float] | None = None
+    #: AUROC added by the probe over the text controls (cross-fitted on test), and its interval
+    controlled_auroc: float | None = None
+    controlled_auroc_ci: tuple[float, float] | None = None
     random_direction: float | None = None
     diff_of_means: float | None = None
     lift_random_direction: float | None = None
@@ -72,19 +79,28 @@ class TaskRecord:
 
     @classmethod
     def measured(
-        cls, metrics: TaskMetrics, *, text: Mapping[str, Any] | None, baselines: Mapping[str, Any] | None
+        cls,
+        metrics: TaskMetrics,
+        *,
+        text: Mapping[str, Any] | None,
+        baselines: Mapping[str, Any] | None,
+        controlled: Mapping[str, Any] | None = None,
     ) -> TaskRecord:
         """From freshly computed metrics, the lift over the task's strongest text baseline
-        (:func:`evaluator.text_baselines.text_lift`; None: no panel committed) and the test run's
+        (:func:`evaluator.text_baselines.text_lift`; None: no panel committed), the controlled
+        AUROC (:func:`evaluator.text_baselines.controlled_auroc`) and the test run's
         ``BaselineResult`` dict (None: none)."""
         b = baselines or {}
         t = text or {}
+        c = controlled or {}
         return cls(
             metrics=metrics,
             text_baseline=t.get("name"),
             text_baseline_auroc=t.get("auroc"),
             lift_over_text=t.get("lift"),
             lift_over_text_ci=_pair(t.get("ci")),
+            controlled_auroc=c.get("delta"),
+            controlled_auroc_ci=_pair(c.get("ci")),
             random_direction=b.get("random_direction_auroc"),
             diff_of_means=b.get("diff_of_means_auroc"),
             lift_random_direction=b.get("lift_over_random"),
@@ -96,6 +112,10 @@ class TaskRecord:
         d["text_baseline"] = {"name": self.text_baseline, "auroc": self.text_baseline_auroc}
         d["lift_over_text"] = self.lift_over_text
         d["lift_over_text_ci"] = None if self.lift_over_text_ci is None else list(self.lift_over_text_ci)
+        d["controlled_auroc"] = self.controlled_auroc
+        d["controlled_auroc_ci"] = (
+            None if self.controlled_auroc_ci is None else list(self.controlled_auroc_ci)
+        )
         d["roc"] = d.pop("roc_points")
         d["auroc_ea_imputed"] = d["auroc_ea_status"] == "imputed"
         d["baselines"] = {"random_direction": self.random_direction, "diff_of_means": self.diff_of_means}
@@ -153,6 +173,8 @@ class TaskRecord:
             text_baseline_auroc=_number(text.get("auroc")),
             lift_over_text=_number(metrics.get("lift_over_text")),
             lift_over_text_ci=_pair(metrics.get("lift_over_text_ci")),
+            controlled_auroc=_number(metrics.get("controlled_auroc")),
+            controlled_auroc_ci=_pair(metrics.get("controlled_auroc_ci")),
             random_direction=_number(base.get("random_direction", base.get("random_direction_auroc"))),
             diff_of_means=_number(base.get("diff_of_means", base.get("diff_of_means_auroc"))),
             lift_random_direction=_number(lift.get("random_direction")),
@@ -165,6 +187,7 @@ def aggregate_stored(
     *,
     tests: Sequence[tuple[np.ndarray, np.ndarray]],
     lifts_over_text: Sequence[tuple[float, tuple[float, float] | None]],
+    controlled: Sequence[tuple[float, tuple[float, float] | None]] = (),
     not_measured_on_policy: Sequence[str],
     latency: Mapping[str, Any],
     transfer: Mapping[str, float | None],
@@ -174,19 +197,24 @@ def aggregate_stored(
     """``Score.measurements``: the aggregate of :func:`evaluator.measure.aggregate_measurements`
     with what the board keeps beside it: the interval on the mean AUROC (``tests``: each task's
     test scores and labels), the mean lift over text (``lifts_over_text``: each task's lift and its
-    interval) with its interval (None unless every task has one), the on-policy tasks this base model has no
+    interval) and the mean controlled AUROC (``controlled``, likewise), each with its interval (None
+    unless every task has one), the on-policy tasks this base model has no
     behaviour on, the latency's device and model forward, ρ per transfer target, direction
     utility, and why each imputed component was imputed."""
     from evaluator.metrics import auroc_mean_ci
 
     out = dict(aggregate)
     out["auroc_ci"] = list(auroc_mean_ci(list(tests)))
-    from evaluator.text_baselines import mean_lift_ci
+    from evaluator.text_baselines import mean_delta_ci
 
-    out[LIFT_OVER_TEXT_KEY] = float(np.mean([v for v, _ in lifts_over_text])) if lifts_over_text else None
-    with_ci = [(v, ci) for v, ci in lifts_over_text if ci is not None]
-    ci = mean_lift_ci(with_ci) if with_ci and len(with_ci) == len(lifts_over_text) else None
-    out[LIFT_OVER_TEXT_CI_KEY] = None if ci is None else list(ci)
+    for key, ci_key, values in (
+        (LIFT_OVER_TEXT_KEY, LIFT_OVER_TEXT_CI_KEY, lifts_over_text),
+        (CONTROLLED_AUROC_KEY, CONTROLLED_AUROC_CI_KEY, controlled),
+    ):
+        out[key] = float(np.mean([v for v, _ in values])) if values else None
+        with_ci = [(v, ci) for v, ci in values if ci is not None]
+        ci = mean_delta_ci(with_ci) if with_ci and len(with_ci) == len(values) else None
+        out[ci_key] = None if ci is None else list(ci)
     out["not_measured_on_policy"] = sorted(not_measured_on_policy)
     return {
         **out,

@@ -18,6 +18,9 @@ train would have chosen is kept beside it (:func:`chosen_by_cv`).
 
 :func:`text_lift` pairs a probe's per-row test scores with the strongest member's by row id and
 gives the lift (probe AUROC − baseline AUROC on the same rows) with DeLong's paired 95% interval.
+:func:`controlled_auroc` asks the sharper question: regressing the label on the probe's score
+together with the strongest member's and the length member's (cross-fitted on the test rows), how
+much AUROC does the probe add over those controls alone?
 
 Pure: numpy and the evaluator; no Django.
 """
@@ -188,11 +191,69 @@ def text_lift(
     }
 
 
-def mean_lift_ci(lifts: Iterable[tuple[float, tuple[float, float]]]) -> tuple[float, float] | None:
-    """95% interval of the mean of per-task lifts, each given as (lift, its 95% interval): the
-    tasks' rows are disjoint, so their lifts are independent and the variance of the mean is the
-    sum of the per-task variances (each read back from its interval) over k²."""
-    items = list(lifts)
+#: folds and seed of the confound-controlled AUROC's cross-fitting on the test rows
+CONTROL_FOLDS = 5
+CONTROL_SEED = 20260402
+#: the panel members whose scores are the controls (beside the strongest member)
+CONTROL_MEMBERS = ("length",)
+
+
+def controlled_auroc(
+    panel: Mapping[str, Any], rows: Iterable[tuple[str, int, float]], split: str = "test"
+) -> dict[str, Any] | None:
+    """What the probe adds beyond the text: the AUROC of a logistic regression of the label on
+    [probe score, strongest text baseline's score, length member's score] minus that of one on the
+    controls alone, both cross-fitted on ``split``'s rows (``CONTROL_FOLDS`` stratified folds: each
+    row is predicted by models fit on the other folds, so no row scores a model it was fit on).
+    The probe and the panel were fit on train; only the combination is fit here. Returns
+    ``{"auroc", "controls_auroc", "delta", "ci", "controls"}`` (``ci``: DeLong's paired 95%
+    interval of ``delta``), or None when the panel has no score on ``split``."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from evaluator.compare import delong_test
+
+    best = strongest(panel, split)
+    if best is None:
+        return None
+    controls = [best] + [m for m in CONTROL_MEMBERS if m != best and m in (panel.get("members") or {})]
+    by_member = {m: member_scores(panel, m, split) for m in controls}
+    rows = list(rows)
+    missing = [i for i, _, _ in rows if i not in by_member[best]]
+    if missing:
+        raise EvaluatorError(f"the text-baseline panel scored no row {missing[0]!r} of this {split} split")
+    y = np.array([label for _, label, _ in rows], dtype=np.int64)
+    x_controls = np.array([[by_member[m][i] for m in controls] for i, _, _ in rows], dtype=np.float64)
+    x_full = np.column_stack([x_controls, [score for _, _, score in rows]])
+    n_minor = int(min(y.sum(), y.size - y.sum()))
+    folds = min(CONTROL_FOLDS, n_minor)
+    if folds < 2:
+        return None
+    predicted = {"controls": np.zeros(y.size), "full": np.zeros(y.size)}
+    splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=CONTROL_SEED)
+    for fit_rows, held in splitter.split(x_full, y):
+        for name, x in (("controls", x_controls), ("full", x_full)):
+            model = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=5000))
+            predicted[name][held] = model.fit(x[fit_rows], y[fit_rows]).decision_function(x[held])
+    test = delong_test(predicted["full"], predicted["controls"], y)
+    half = Z95 * math.sqrt(test.variance)
+    return {
+        "auroc": round(test.auroc_a, 6),
+        "controls_auroc": round(test.auroc_b, 6),
+        "delta": round(test.delta, 6),
+        "ci": [round(test.delta - half, 6), round(test.delta + half, 6)],
+        "controls": controls,
+    }
+
+
+def mean_delta_ci(deltas: Iterable[tuple[float, tuple[float, float]]]) -> tuple[float, float] | None:
+    """95% interval of the mean of per-task AUROC differences (a lift, a controlled AUROC), each
+    given as (difference, its 95% interval): the tasks' rows are disjoint, so the differences are
+    independent and the variance of the mean is the sum of the per-task variances (each read back
+    from its interval) over k²."""
+    items = list(deltas)
     if not items:
         return None
     mean = sum(v for v, _ in items) / len(items)

@@ -232,6 +232,21 @@ COLUMN_HELP: dict[str, dict[str, str]] = {
         "negative: worse",
         "score": "not part of the ProbeScore (shown beside it)",
     },
+    "controlled": {
+        "label": "Controlled AUROC",
+        "what": "how much AUROC the probe adds to the text controls: a logistic regression of the label on the "
+        "strongest text baseline's score and the length model's score, with and without the probe's score, "
+        "each cross-fitted on the task's test rows (every row predicted by a fit on the other folds); the "
+        "difference of the two AUROCs, mean over tasks. Unlike the lift it credits a probe for signal the "
+        "text lacks even when the text alone scores higher",
+        "unit": "AUROC difference",
+        "range": "[−1, 1]",
+        "interval": "95%: DeLong's paired interval per task; the mean's adds the tasks' variances. ≈0 marks an "
+        "interval that includes 0",
+        "zero": "0: the probe adds nothing the text controls do not already carry",
+        "top": "positive: the probe carries signal beyond the text",
+        "score": "not part of the ProbeScore (shown beside it)",
+    },
     "borda": {
         "label": "Borda rank",
         "what": "on each of the category's tasks, the share of the other entries this one beats on test "

@@ -193,6 +193,14 @@ class LeaderboardRowOutput(serializers.Serializer):
         help_text="95% interval of that mean (DeLong per task, tasks independent); one that includes 0"
         " means the probe is not shown to beat text",
     )
+    controlled_auroc = serializers.FloatField(
+        allow_null=True,
+        help_text="AUROC the probe adds to the text controls (strongest text baseline, length), cross-fitted"
+        " on test; mean over tasks",
+    )
+    controlled_auroc_ci = serializers.ListField(
+        child=serializers.FloatField(), allow_null=True, help_text="95% interval of that mean"
+    )
     borda_rank = serializers.IntegerField(
         allow_null=True,
         help_text="rank in its category by the mean share of other entries it beats on each task's test"
@@ -604,6 +612,14 @@ class TaskResultOutput(serializers.Serializer):
     )
     text_baseline = serializers.CharField(
         source="result.text_baseline", allow_null=True, help_text="the panel member the lift is over"
+    )
+    controlled_auroc = serializers.FloatField(
+        source="result.controlled_auroc",
+        allow_null=True,
+        help_text="AUROC the probe adds to the text controls, cross-fitted on this task's test rows",
+    )
+    controlled_auroc_ci = serializers.ListField(
+        child=serializers.FloatField(), source="result.controlled_auroc_ci", allow_null=True
     )
     text_baseline_auroc = serializers.FloatField(source="result.text_baseline_auroc", allow_null=True)
     n_test = serializers.IntegerField(source="result.n_test", allow_null=True)

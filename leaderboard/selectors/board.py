@@ -36,7 +36,12 @@ from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, Lower
 from django.db.models.lookups import GreaterThanOrEqual
 
-from evaluator.records import LIFT_OVER_TEXT_CI_KEY, LIFT_OVER_TEXT_KEY
+from evaluator.records import (
+    CONTROLLED_AUROC_CI_KEY,
+    CONTROLLED_AUROC_KEY,
+    LIFT_OVER_TEXT_CI_KEY,
+    LIFT_OVER_TEXT_KEY,
+)
 from evaluator.registry import COMPONENTS, EVAL_AWARENESS
 from leaderboard.errors import QueryError
 from leaderboard.models import (
@@ -61,7 +66,19 @@ from leaderboard.policy import (
 )
 from leaderboard.presentation import COMPONENT_LABELS, COMPONENT_SHORT, FLAT_TOLERANCE
 
-SORT_KEYS = ("score", "measured", "name", "model", *COMPONENTS, "recall", "lift", "utility", "borda", "delta")
+SORT_KEYS = (
+    "score",
+    "measured",
+    "name",
+    "model",
+    *COMPONENTS,
+    "recall",
+    "lift",
+    "controlled",
+    "utility",
+    "borda",
+    "delta",
+)
 #: the operating-point column: Score.measurements key (mean over tasks of recall at the 1%-FPR
 #: threshold fixed on the train split)
 RECALL_KEY = "recall_at_1pct_fpr"
@@ -166,6 +183,9 @@ class BoardRow:
     #: (board_details_attach)
     lift_over_text: float | None = None
     lift_over_text_ci: list[float] | None = None
+    #: the AUROC the probe adds to the text controls (mean over tasks) and its 95% interval
+    controlled_auroc: float | None = None
+    controlled_auroc_ci: list[float] | None = None
     #: direction utility (mean utility_z over readout tasks); None: not measured (n/a)
     direction_utility: float | None = None
     #: the category board's Borda rank across its tasks, and rank on the latest quarterly holdout
@@ -487,6 +507,9 @@ def board_details_attach(rows: Iterable[BoardRow]) -> None:
         if isinstance(row.measurements.get(LIFT_KEY), (int, float)):
             row.lift_over_text = float(row.measurements[LIFT_KEY])
             row.lift_over_text_ci = parse_ci(row.measurements.get(LIFT_CI_KEY))
+        if isinstance(row.measurements.get(CONTROLLED_AUROC_KEY), (int, float)):
+            row.controlled_auroc = float(row.measurements[CONTROLLED_AUROC_KEY])
+            row.controlled_auroc_ci = parse_ci(row.measurements.get(CONTROLLED_AUROC_CI_KEY))
         if isinstance(row.measurements.get(UTILITY_KEY), (int, float)):
             row.direction_utility = float(row.measurements[UTILITY_KEY])
     board_intervals_attach(rows)
@@ -667,6 +690,7 @@ _SORT_EXPRESSIONS: dict[str, Callable[[], F | Func | CombinedExpression]] = {
     "model": lambda: F("probe_version__probe__base_model_id"),
     "recall": lambda: Cast(KeyTextTransform(RECALL_KEY, "measurements"), FloatField()),
     "lift": lambda: Cast(KeyTextTransform(LIFT_KEY, "measurements"), FloatField()),
+    "controlled": lambda: Cast(KeyTextTransform(CONTROLLED_AUROC_KEY, "measurements"), FloatField()),
     "utility": lambda: Cast(KeyTextTransform(UTILITY_KEY, "measurements"), FloatField()),
     # ranks: "descending" (the default) puts the best first, i.e. the smallest rank or delta
     "borda": lambda: F("rank_interval__borda_rank") * -1,
@@ -676,7 +700,7 @@ _SORT_EXPRESSIONS: dict[str, Callable[[], F | Func | CombinedExpression]] = {
 
 #: the board's value columns whose spread :func:`board_columns` reads (the rank and the
 #: ProbeScore always separate the entries they rank)
-FLAT_COLUMNS = (*COMPONENTS, "recall", "lift", "utility")
+FLAT_COLUMNS = (*COMPONENTS, "recall", "lift", "controlled", "utility")
 
 
 @dataclass
@@ -753,6 +777,9 @@ def _sort(rows: list[BoardRow], query: BoardQuery) -> list[BoardRow]:
     elif query.sort == "lift":
         board_details_attach(rows)  # the measurements of every row (one query)
         key = lambda r: r.lift_over_text  # noqa: E731
+    elif query.sort == "controlled":
+        board_details_attach(rows)
+        key = lambda r: r.controlled_auroc  # noqa: E731
     elif query.sort == "utility":
         board_details_attach(rows)
         key = lambda r: r.direction_utility  # noqa: E731

@@ -67,6 +67,8 @@ def task_result_normalize(raw: dict) -> dict:
         "lift_over_text": _number(record.lift_over_text),
         "lift_over_text_ci": parse_ci(record.lift_over_text_ci),
         "text_baseline": record.text_baseline,
+        "controlled_auroc": _number(record.controlled_auroc),
+        "controlled_auroc_ci": parse_ci(record.controlled_auroc_ci),
         "text_baseline_auroc": _number(record.text_baseline_auroc),
         "threshold_1pct_fpr": _number(m.threshold_1pct_fpr),
         "fpr_at_1pct_threshold": _number(m.fpr_at_1pct_threshold),

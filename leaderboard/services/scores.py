@@ -178,16 +178,14 @@ def measurements_compute(
             f"pending: transfer to {', '.join(pending_targets)} not measured yet (default used until it is)"
         )
     tasks = {t.slug: t for t in Task.objects.filter(slug__in=list(per_task))}
-    records = {
-        task_id: TaskRecord.measured(
-            tm,
-            text=_text_lift(
-                tasks[task_id], version.probe.base_model_id, by_task[task_id]["test"].example_scores, tm
-            ),
-            baselines=extras[task_id]["baselines"],
+    records = {}
+    for task_id, tm in per_task.items():
+        text, controlled = _text_lift(
+            tasks[task_id], version.probe.base_model_id, by_task[task_id]["test"].example_scores, tm
         )
-        for task_id, tm in per_task.items()
-    }
+        records[task_id] = TaskRecord.measured(
+            tm, text=text, controlled=controlled, baselines=extras[task_id]["baselines"]
+        )
     protocol, environment = _measured_under([r for splits in by_task.values() for r in splits.values()])
     tests = [ScoredExamples.from_records(by_task[t]["test"].example_scores) for t in per_task]
     stored_aggregate = aggregate_stored(
@@ -195,6 +193,11 @@ def measurements_compute(
         tests=[(t.scores, t.labels) for t in tests],
         lifts_over_text=[
             (r.lift_over_text, r.lift_over_text_ci) for r in records.values() if r.lift_over_text is not None
+        ],
+        controlled=[
+            (r.controlled_auroc, r.controlled_auroc_ci)
+            for r in records.values()
+            if r.controlled_auroc is not None
         ],
         # the category's on-policy tasks this base model has no behaviour on (the encoder): the
         # category mean is over the other tasks, and the board says so
@@ -227,25 +230,27 @@ def measurements_compute(
 
 def _text_lift(
     task: Task, base_model_id: str, example_scores: list[dict], metrics: TaskMetrics
-) -> dict[str, Any] | None:
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The probe's lift over the strongest member of the task's committed text-baseline panel on
-    the same test rows, with DeLong's paired interval (None when no panel is committed). A panel
-    that cannot be read or did not score these rows leaves the lift unmeasured, with the reason in
-    the task's notes: the lift is shown beside the ProbeScore, so it never fails the score."""
+    the same test rows (DeLong's paired interval), and its confound-controlled AUROC (what it adds
+    over the text controls); (None, None) when no panel is committed. A panel that cannot be read
+    or did not score these rows leaves both unmeasured, with the reason in the task's notes: they
+    are shown beside the ProbeScore, so they never fail the score."""
     from django.conf import settings
 
-    from evaluator.text_baselines import read_panel, text_lift
+    from evaluator.text_baselines import controlled_auroc, read_panel, text_lift
 
     sha = task.text_panel(base_model_id).get("sha256")
     if not sha:
-        return None
+        return None, None
+    rows = [(str(e["id"]), int(e["label"]), float(e["score"])) for e in example_scores]
     try:
         panel = read_panel(settings.REGISTRY_ROOT, task.slug, base_model_id if task.on_policy else None, sha)
-        return text_lift(panel, ((str(e["id"]), int(e["label"]), float(e["score"])) for e in example_scores))
+        return text_lift(panel, rows), controlled_auroc(panel, rows)
     except EvaluatorError as exc:
         log.warning("lift over text on %s not measured: %s", task.slug, exc)
         metrics.notes.append(f"lift over text not measured: {exc}")
-        return None
+        return None, None
 
 
 def _measured_under(score_runs: list[EvaluationRun]) -> tuple[str, dict[str, Any]]:

@@ -276,6 +276,9 @@ def _component_cell(row, key: str, label: str, measured_only: bool) -> str:
         return (
             f'<td class="num lift" title="{_e(label)}">{lift(row.lift_over_text, row.lift_over_text_ci)}</td>'
         )
+    if key == "controlled":  # beside the ProbeScore, never in it
+        cell = lift(row.controlled_auroc, row.controlled_auroc_ci)
+        return f'<td class="num controlled" title="{_e(label)}">{cell}</td>'
     if key == "borda":  # a second order of the category board, beside the ProbeScore
         return f'<td class="num borda" title="{_e(label)}">{row.borda_rank if row.borda_rank is not None else "—"}</td>'
     if key == "delta":

@@ -110,6 +110,7 @@ def _sort_headers(board: Board, params, stats: BoardColumns) -> list[dict]:
     ]
     columns.append({"key": "recall", "label": "Recall at 1% FPR", "short": "Recall@1%FPR", "weight": None})
     columns.append({"key": "lift", "label": "Lift over text", "short": "Lift/text", "weight": None})
+    columns.append({"key": "controlled", "label": "Controlled AUROC", "short": "Ctrl AUROC", "weight": None})
     columns.append({"key": "utility", "label": "Direction utility", "short": "Dir. utility", "weight": None})
     columns.append({"key": "borda", "label": "Borda rank", "short": "Borda", "weight": None})
     columns.append({"key": "delta", "label": "Rank delta (holdout − test)", "short": "Δrank", "weight": None})
@@ -356,6 +357,7 @@ COMPARE_OVERALL = (
     ("ece", "ECE", ""),
     ("recall_at_1pct_fpr", "Recall@1%FPR", ""),
     ("lift_over_text", "Lift over text (AUROC − strongest text baseline's AUROC)", ""),
+    ("controlled_auroc", "Controlled AUROC (added over the text controls)", ""),
     ("fpr_at_1pct_threshold", "test FPR at that threshold", ""),
     ("latency_ms", "Latency", "ms"),
 )

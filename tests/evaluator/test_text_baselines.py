@@ -17,8 +17,9 @@ from evaluator.registry import load_registry
 from evaluator.text_baselines import (
     Z95,
     chosen_by_cv,
+    controlled_auroc,
     load_panel,
-    mean_lift_ci,
+    mean_delta_ci,
     member_scores,
     panel_relpath,
     strongest,
@@ -135,10 +136,10 @@ def test_a_probe_row_the_panel_did_not_score_is_an_error():
 
 
 def test_the_mean_lifts_interval_adds_the_tasks_variances():
-    lo, hi = mean_lift_ci([(0.1, (0.0, 0.2)), (0.3, (0.2, 0.4))])
+    lo, hi = mean_delta_ci([(0.1, (0.0, 0.2)), (0.3, (0.2, 0.4))])
     se = math.sqrt(2 * (0.1 / Z95) ** 2) / 2
     assert (lo, hi) == pytest.approx((0.2 - Z95 * se, 0.2 + Z95 * se), abs=1e-6)
-    assert mean_lift_ci([]) is None
+    assert mean_delta_ci([]) is None
 
 
 def test_every_committed_panel_is_pinned_and_scores_its_tasks_test_rows():
@@ -157,3 +158,38 @@ def test_every_committed_panel_is_pinned_and_scores_its_tasks_test_rows():
             assert "stack" in panel["members"] and "minilm" in panel["members"]
             test = read_split(reg, task.id, "test", model=model)
             assert panel["scores"]["test"]["ids"] == list(test.ids)
+
+
+def _confounded(n: int = 300, seed: int = 0):
+    """Labels, a text score that half-knows them, a length score that knows nothing, ids."""
+    rng = np.random.default_rng(seed)
+    labels = np.array([0, 1] * (n // 2))
+    text = labels * 1.0 + rng.standard_normal(n)
+    length = rng.standard_normal(n)
+    ids = [f"r{i}" for i in range(n)]
+    panel = _panel_with(
+        {"words": text.tolist(), "length": length.tolist()}, ids, {"words": 0.75, "length": 0.5}
+    )
+    return labels, text, panel, ids, rng
+
+
+def test_a_probe_that_only_reads_the_text_adds_nothing_once_controlled():
+    labels, text, panel, ids, rng = _confounded()
+    echo = text + 0.05 * rng.standard_normal(text.size)  # the text's signal, re-read
+    out = controlled_auroc(panel, zip(ids, labels.tolist(), echo.tolist(), strict=True))
+    assert out["controls"] == ["words", "length"]
+    assert abs(out["delta"]) < 0.02 and out["ci"][0] <= 0 <= out["ci"][1]
+    assert out["controls_auroc"] > 0.7  # the controls alone separate the classes
+    # its plain lift over the same baseline is also about 0: here the two agree
+    assert abs(text_lift(panel, zip(ids, labels.tolist(), echo.tolist(), strict=True))["lift"]) < 0.02
+
+
+def test_a_probe_with_signal_the_text_lacks_is_credited_even_when_it_scores_lower():
+    labels, text, panel, ids, rng = _confounded(seed=1)
+    other = labels * 0.8 + rng.standard_normal(labels.size)  # independent, weaker than the text
+    rows = list(zip(ids, labels.tolist(), other.tolist(), strict=True))
+    lift = text_lift(panel, rows)
+    out = controlled_auroc(panel, rows)
+    assert lift["lift"] < 0  # on its own it scores below the text
+    assert out["delta"] > 0.03 and out["ci"][0] > 0  # but it adds what the text does not carry
+    assert out == controlled_auroc(panel, rows)  # cross-fitting is seeded

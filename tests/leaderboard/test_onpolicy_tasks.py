@@ -115,7 +115,7 @@ def test_every_score_carries_lift_over_text_per_task_and_its_mean(synced):
     import math
 
     from evaluator.compare import delong_test
-    from evaluator.text_baselines import load_panel, member_scores, strongest
+    from evaluator.text_baselines import controlled_auroc, load_panel, member_scores, strongest
 
     version = _queued("lifted", SMOL)
     runs = _finish(version, {CITY_COUNTRY_ID: 0.8, "cities-truth-v1": 0.9})
@@ -143,11 +143,17 @@ def test_every_score_carries_lift_over_text_per_task_and_its_mean(synced):
         half = 1.959964 * math.sqrt(test.variance)
         assert stored["lift_over_text_ci"] == pytest.approx([test.delta - half, test.delta + half], abs=1e-5)
         lifts.append((test.delta, half))
+        controlled = controlled_auroc(panel, [(r["id"], r["label"], r["score"]) for r in rows])
+        assert stored["controlled_auroc"] == pytest.approx(controlled["delta"], abs=1e-6)
+        assert stored["controlled_auroc_ci"] == pytest.approx(controlled["ci"], abs=1e-6)
     assert score.measurements["lift_over_text"] == pytest.approx(sum(v for v, _ in lifts) / 2, abs=1e-6)
     mean_half = 1.959964 * math.sqrt(sum((h / 1.959964) ** 2 for _, h in lifts)) / 2
     assert score.measurements["lift_over_text_ci"] == pytest.approx(
         [score.measurements["lift_over_text"] - mean_half, score.measurements["lift_over_text"] + mean_half],
         abs=1e-5,
+    )
+    assert score.measurements["controlled_auroc"] == pytest.approx(
+        sum(score.per_task[t]["controlled_auroc"] for t in (CITY_COUNTRY_ID, "cities-truth-v1")) / 2
     )
     assert score.measurements["not_measured_on_policy"] == []
 
@@ -184,6 +190,8 @@ def test_lift_over_text_is_a_sortable_board_column_in_the_api_and_the_csv(regist
     intervals = {"wordy": [-0.04, 0.06], "deep": [0.2, 0.4]}
     for slug, auroc, lift in (("wordy", 0.95, 0.01), ("deep", 0.80, 0.30), ("unknown", 0.85, None)):
         extra = {} if lift is None else {"lift_over_text": lift, "lift_over_text_ci": intervals[slug]}
+        if lift is not None:  # what it adds over the text controls: here half the lift
+            extra |= {"controlled_auroc": lift / 2, "controlled_auroc_ci": [v / 2 for v in intervals[slug]]}
         public_probe(slug=slug, auroc=auroc, tasks=tasks, extra_measurements=extra)
     rows = client.get("/api/v1/leaderboard", {"sort": "lift", "limit": 100}).json()["results"]
     assert [(r["probe"], r["lift_over_text"], r["lift_over_text_ci"]) for r in rows] == [
@@ -201,8 +209,19 @@ def test_lift_over_text_is_a_sortable_board_column_in_the_api_and_the_csv(regist
         ("deep", "0.3", "0.2", "0.4"),
         ("unknown", "", "", ""),
     ]
+    by_controlled = client.get("/api/v1/leaderboard", {"sort": "controlled", "limit": 100}).json()["results"]
+    assert [(r["probe"], r["controlled_auroc"]) for r in by_controlled] == [
+        ("deep", 0.15),
+        ("wordy", 0.005),
+        ("unknown", None),
+    ]
+    assert {r["probe"]: r["controlled_auroc_ci_lo"] for r in exported} == {
+        "wordy": "-0.02",
+        "deep": "0.1",
+        "unknown": "",
+    }
     page = client.get("/category/hallucination/", {"sort": "lift"}).content.decode()
-    assert "Lift/text" in page and page.index("deep") < page.index("wordy")
+    assert "Lift/text" in page and "Ctrl AUROC" in page and page.index("deep") < page.index("wordy")
     # the interval that includes 0 is marked, the one above 0 is not
     cells = {
         slug: page[page.index(f"/probes/{slug}/") :].split('class="num lift"', 1)[1][:400]

@@ -76,7 +76,11 @@ def test_the_confusing_columns_say_what_they_are(client, registry):
     assert "strongest text-only baseline" in lift and "DeLong" in lift and "≈0" in lift
     assert "the text alone reaches AUROC 1.000 no probe can show any lift" in lift
     # the board's other orders
-    for key, words in (("borda", "share of the other entries"), ("delta", "holdout AUROC minus")):
+    for key, words in (
+        ("borda", "share of the other entries"),
+        ("delta", "holdout AUROC minus"),
+        ("controlled", "with and without the probe's score"),
+    ):
         row = columns[columns.index(f'id="col-{key}"') :]
         assert words in row[: row.index("</tr>")]
 
