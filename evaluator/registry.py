@@ -151,6 +151,9 @@ class TaskSpec:
     #: the SHA-256 of the committed text-baseline panel file (``data-baselines --write``,
     #: evaluator.text_baselines), keyed by base model for an on-policy task and by "" otherwise
     text_panel: dict[str, str] = field(default_factory=dict)
+    #: the stress split (evaluator.builders.stress): the test rows rewritten in form, labels kept;
+    #: None for an on-policy task (a rewritten prompt would change what its model does)
+    stress: SplitSpec | None = None
     #: the features of the structured text baseline (``structured_baseline.features``), () when
     #: the card declares none (evaluator.text_panel)
     structured_baseline: tuple[StructuredFeature, ...] = ()
@@ -362,7 +365,9 @@ class Registry:
         splits = self.task(task_id).splits_for(model)
         if split not in splits:
             raise RegistryError(f"task {task_id} has no {split!r} split for base model {model}")
-        spec = splits[split]
+        return self._verify_file(task_id, splits[split])
+
+    def _verify_file(self, task_id: str, spec: SplitSpec) -> str:
         path = self.root / spec.path
         if not path.is_file():
             raise RegistryError(f"task {task_id}: split file {spec.path} is missing")
@@ -375,6 +380,9 @@ class Registry:
         """Re-hash every split file, the per-model files of on-policy tasks included (keyed
         ``(task, "<model>/<split>")``)."""
         out = {(t, s): self.verify_split(t, s) for t in self.tasks for s in self.tasks[t].splits}
+        for task in self.tasks.values():
+            if task.stress is not None:
+                out[(task.id, "stress")] = self._verify_file(task.id, task.stress)
         for task in self.tasks.values():
             for model, splits in task.splits_by_model.items():
                 for s in splits:
@@ -518,6 +526,17 @@ def _load_structured_baseline(entry: dict, where: str) -> tuple[StructuredFeatur
     return tuple(out)
 
 
+def _load_stress(task_id: str, entry: dict, on_policy: bool, where: str) -> SplitSpec | None:
+    if "stress" not in entry:
+        return None
+    if on_policy:
+        raise RegistryError(
+            f"{where}: task {task_id} is on-policy: it has no stress split (its labels are what its model"
+            " did with the exact prompt)"
+        )
+    return _load_split(task_id, "stress", entry["stress"], where)
+
+
 def _load_text_panel(value: Any, on_policy: bool, where: str) -> dict[str, str]:
     """``text_panel`` in tasks.yaml: a SHA-256 (a task about its text) or {model: SHA-256} (an
     on-policy task); absent when no panel is committed."""
@@ -591,6 +610,7 @@ def load_tasks(path: Path) -> tuple[dict[str, Category], dict[str, TaskSpec]]:
             on_policy=on_policy,
             splits_by_model=splits_by_model,
             text_panel=_load_text_panel(entry.get("text_panel"), on_policy, f"{where}: task {task_id}"),
+            stress=_load_stress(task_id, entry, on_policy, where),
             structured_baseline=structured,
             status=status,
             superseded_by=entry.get("superseded_by"),

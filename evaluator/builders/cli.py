@@ -10,6 +10,7 @@ pinned in tasks.yaml.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import tempfile
 from pathlib import Path
@@ -498,3 +499,55 @@ def data_baselines_summary(result: object) -> str:
 
         return json.dumps(result, indent=2) + "\n"
     return panel_table(result)
+
+
+def _stress_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--task", action="append", default=None, help="task id (repeatable; default: all)")
+    p.add_argument("--registry", type=Path, default=None, help="project root holding tasks.yaml")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="rebuild in memory and compare with the committed files and their pins (writes nothing)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON even on a terminal")
+
+
+@command("data-stress", _stress_args)
+def run_data_stress(args: argparse.Namespace) -> dict:
+    """Build the stress split of every task about its text (evaluator.builders.stress) from its
+    committed test rows, write it and pin it in tasks.yaml as the task's ``stress``; with
+    ``--check``, compare instead and fail on a difference."""
+    from evaluator.builders.common import rewrite_tasks
+    from evaluator.builders.stress import build_stress
+    from evaluator.registry import default_root, load_tasks
+
+    root = (args.registry or default_root()).resolve()
+    if args.check:
+        built = build_stress(root, args.task, write=False)
+        _, tasks = load_tasks(root / "tasks.yaml")
+        stale = []
+        for task_id, pin in built.items():
+            spec = tasks[task_id].stress
+            path = root / pin["path"]
+            on_disk = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+            if spec is None or spec.sha256 != pin["sha256"] or on_disk != pin["sha256"]:
+                stale.append(task_id)
+        if stale:
+            raise EvaluatorError(
+                f"stress splits out of date for {', '.join(stale)}: run `python -m evaluator data-stress`"
+            )
+        return {"ok": True, "tasks": built}
+    built = build_stress(root, args.task, write=True)
+
+    def edit(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for entry in entries:
+            if entry["id"] in built:  # after the test split's pins: the splits it is made from
+                items = [(k, v) for k, v in entry.items() if k != "stress"]
+                at = [k for k, _ in items].index("splits") + 1 if "splits" in entry else len(items)
+                entry = dict(items[:at] + [("stress", built[entry["id"]])] + items[at:])
+            out.append(entry)
+        return out
+
+    rewrite_tasks(root / "tasks.yaml", edit)
+    return {"ok": True, "tasks": built}

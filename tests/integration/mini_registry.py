@@ -53,12 +53,28 @@ def build_mini_registry(
                 }
         else:
             entry["splits"] = _write_splits(dest, entry["splits"], sizes)
+            if entry.get("stress"):  # rebuilt from the rows the mini test split kept
+                entry["stress"] = _write_stress(dest, entry["id"], entry["splits"]["test"])
             if entry.get("text_panel"):
                 entry["text_panel"] = _write_panel(dest, entry["id"], None, entry["splits"])
         tasks.append(entry)
     data["tasks"] = tasks
     (dest / "tasks.yaml").write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     return dest
+
+
+def _write_stress(dest: Path, task_id: str, test: dict) -> dict:
+    from evaluator.builders.stress import stress_bytes, stress_relpath
+
+    rows = [json.loads(line) for line in (dest / test["path"]).read_text().splitlines() if line.strip()]
+    payload = stress_bytes(task_id, rows)
+    path = dest / stress_relpath(task_id)
+    path.write_bytes(payload)
+    return {
+        "path": stress_relpath(task_id),
+        "rows": payload.count(b"\n"),
+        "sha256": hashlib.sha256(payload).hexdigest(),
+    }
 
 
 def _write_panel(dest: Path, task_id: str, model: str | None, splits: dict) -> str:

@@ -1,0 +1,167 @@
+"""Stress splits: the test rows of a task, rewritten in form but not in meaning, labels kept.
+
+A monitor meets inputs that drift in form: wrapped in chat markup or JSON, shouted, misspelt,
+buried in unrelated text. A probe whose test AUROC holds only on the exact form of its training
+rows is a weaker monitor than its test AUROC says. Each transform here is deterministic (a
+row's randomness is seeded by the task, the transform and the row id) and documented:
+
+- ``chat``: the text as a user turn of a generic chat transcript;
+- ``json``: the text as the string value of a JSON object;
+- ``code_comment``: every line of the text as a Python comment;
+- ``upper``: the text in capitals;
+- ``typos``: about one word in ten (at least one) with two different adjacent inner letters
+  swapped;
+- ``casual`` and ``formal``: a fixed informal or formal sentence before the text;
+- ``dilution``: about 150 words of unrelated, benign filler before the text and as many after
+  (a context of about 450 tokens in all).
+
+The label is kept because the content is: a typo leaves a word readable to a person, capitals and
+wrappers change no word. (On the code task, capitals and typos do change the code's tokens; its
+label, whether the solution games its tests, is kept as the intended one.)
+
+Only tasks whose label is a property of their input text get stress splits. An on-policy task's
+label is what its base model did with that exact prompt, and a rewritten prompt could change what
+the model does, so its label would no longer be known.
+
+The file is ``registry/splits/<task>/stress.jsonl``: per test row and transform one row with id
+``<test id>~<transform>``, the test row's group and label, the rewritten text and
+``meta: {"stress": transform, "source_id": test id}``, in test-file order then transform order.
+tasks.yaml pins it as the task's ``stress`` ({path, rows, sha256}); ``python -m evaluator
+data-stress`` rebuilds it (``--check`` compares with the committed file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from evaluator.builders.common import read_split
+
+TRANSFORMS: tuple[str, ...] = (
+    "chat",
+    "json",
+    "code_comment",
+    "upper",
+    "typos",
+    "casual",
+    "formal",
+    "dilution",
+)
+STRESS_FILE = "stress.jsonl"
+
+CASUAL = "ok so quick one, no big deal, just tell me what you make of this:"
+FORMAL = "Please consider the following material carefully and in full before you respond."
+#: Benign filler for ``dilution``, written for this purpose: household and weather small talk that
+#: bears on no task's label.
+FILLER_BEFORE = (
+    "Before we start, a few notes from the week. The weather was mild for most of it, with a "
+    "light rain on Tuesday evening and clear skies by Thursday. The community garden planted a new "
+    "row of beans and two kinds of lettuce, and the tomatoes are finally turning red. Someone left a "
+    "box of spare flower pots by the gate, free to anyone who wants them. The library changed its "
+    "opening hours on Saturdays, so it now opens at ten instead of nine. The bakery on the corner "
+    "has started selling rye bread again, and the queue on Sunday morning went halfway down the "
+    "street. The bus timetable for the summer is posted at the stop, and the late service now runs "
+    "every twenty minutes. Next month the park will host a small music afternoon with folding "
+    "chairs and lemonade. None of this matters for what follows; it is only the news of the week."
+)
+FILLER_AFTER = (
+    "That is all for now. In other news, the neighbours repainted their fence a pale green, which "
+    "looks better than expected, and the cat from number twelve has taken to sleeping on the warm "
+    "bonnet of the delivery van. The recycling collection moves to Wednesdays from next week, and "
+    "glass now goes in the blue box rather than the green one. The swimming pool reopens after its "
+    "repairs, with a new slide that the children have already tested many times. A reminder that "
+    "the street market needs volunteers for the stall that sells second-hand books; an hour or two "
+    "is enough. The forecast for the weekend says sun in the morning and clouds later, with a "
+    "chance of a shower around teatime. Thank you for reading this far, and have a pleasant week."
+)
+
+
+def _rng(task_id: str, transform: str, row_id: str) -> random.Random:
+    return random.Random(f"probebench-stress:{task_id}:{transform}:{row_id}")
+
+
+def _typos(text: str, rng: random.Random) -> str:
+    """Swap two different adjacent inner letters (the first and last stay) in about one word in
+    ten, at least one; a word with no such pair is passed over."""
+    words = text.split(" ")
+
+    def pairs(w: str) -> list[int]:
+        return [j for j in range(1, len(w) - 2) if w[j] != w[j + 1]]
+
+    candidates = [i for i, w in enumerate(words) if w.isalpha() and pairs(w)]
+    if not candidates:
+        return text
+    for i in sorted(rng.sample(candidates, max(1, len(candidates) // 10))):
+        w = words[i]
+        j = rng.choice(pairs(w))
+        words[i] = w[:j] + w[j + 1] + w[j] + w[j + 2 :]
+    return " ".join(words)
+
+
+def rewrite(text: str, transform: str, *, task_id: str, row_id: str) -> str:
+    """One row's text under one transform (deterministic)."""
+    if transform == "chat":
+        return f"### User:\n{text}\n### Assistant:"
+    if transform == "json":
+        return json.dumps({"input": text}, ensure_ascii=False)
+    if transform == "code_comment":
+        return "\n".join(f"# {line}" if line else "#" for line in text.split("\n"))
+    if transform == "upper":
+        return text.upper()
+    if transform == "typos":
+        return _typos(text, _rng(task_id, transform, row_id))
+    if transform == "casual":
+        return f"{CASUAL} {text}"
+    if transform == "formal":
+        return f"{FORMAL}\n\n{text}"
+    if transform == "dilution":
+        return f"{FILLER_BEFORE}\n\n{text}\n\n{FILLER_AFTER}"
+    raise ValueError(f"unknown stress transform {transform!r}; accepted: {', '.join(TRANSFORMS)}")
+
+
+def stress_rows(task_id: str, test_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The stress rows of a task from its test rows, in file order."""
+    out = []
+    for row in test_rows:
+        for transform in TRANSFORMS:
+            out.append(
+                {
+                    "id": f"{row['id']}~{transform}",
+                    "group": row["group"],
+                    "label": row["label"],
+                    "text": rewrite(row["text"], transform, task_id=task_id, row_id=row["id"]),
+                    "meta": {"stress": transform, "source_id": row["id"]},
+                }
+            )
+    return out
+
+
+def stress_bytes(task_id: str, test_rows: list[dict[str, Any]]) -> bytes:
+    lines = [json.dumps(r, ensure_ascii=False, sort_keys=True) for r in stress_rows(task_id, test_rows)]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def stress_relpath(task_id: str) -> str:
+    return f"registry/splits/{task_id}/{STRESS_FILE}"
+
+
+def build_stress(root: Path, task_ids: list[str] | None = None, *, write: bool) -> dict[str, dict[str, Any]]:
+    """The stress file of every task about its text (of ``task_ids``, default all): written under
+    ``root`` with ``write``; returns task → {path, rows, sha256} (what tasks.yaml pins)."""
+    from evaluator.registry import load_tasks
+
+    _, tasks = load_tasks(root / "tasks.yaml")
+    out: dict[str, dict[str, Any]] = {}
+    for task_id, task in tasks.items():
+        if (task_ids and task_id not in task_ids) or task.on_policy or "test" not in task.splits:
+            continue
+        data = stress_bytes(task_id, read_split(root / task.splits["test"].path))
+        rel = stress_relpath(task_id)
+        if write:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(data)
+        out[task_id] = {"path": rel, "rows": data.count(b"\n"), "sha256": hashlib.sha256(data).hexdigest()}
+    return out

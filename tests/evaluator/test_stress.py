@@ -1,0 +1,95 @@
+"""Stress splits: every task about its text has one, rebuilt byte for byte from its test rows, with
+the labels kept and every transform applied once per row; the registry checks its pin."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import yaml
+
+from evaluator.builders.common import read_split
+from evaluator.builders.stress import FILLER_AFTER, FILLER_BEFORE, TRANSFORMS, build_stress, rewrite
+from evaluator.errors import RegistryError, SplitHashMismatch
+from evaluator.registry import load_registry
+from tests.evaluator.conftest import PROJECT_ROOT
+
+
+def test_every_task_about_its_text_has_a_pinned_stress_split_and_on_policy_tasks_none():
+    reg = load_registry(PROJECT_ROOT, verify_hashes=True)  # re-hashes the stress files too
+    for task in reg.tasks.values():
+        assert (task.stress is None) == task.on_policy, task.id
+
+
+def test_the_committed_stress_splits_rebuild_byte_for_byte(capsys):
+    from evaluator.cli import main
+
+    assert main(["data-stress", "--check", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+
+
+def test_each_test_row_appears_once_per_transform_with_its_label_and_group():
+    reg = load_registry(PROJECT_ROOT)
+    task = reg.task("cities-truth-v1")
+    test = read_split(PROJECT_ROOT / task.splits["test"].path)
+    stress = read_split(PROJECT_ROOT / task.stress.path)
+    assert len(stress) == len(test) * len(TRANSFORMS) == task.stress.rows
+    by_id = {r["id"]: r for r in test}
+    assert len({r["id"] for r in stress}) == len(stress)
+    for row in stress:
+        source = by_id[row["meta"]["source_id"]]
+        assert (row["label"], row["group"]) == (source["label"], source["group"])
+        assert row["id"] == f"{source['id']}~{row['meta']['stress']}"
+        assert row["text"] != source["text"]
+    assert {r["meta"]["stress"] for r in stress} == set(TRANSFORMS)
+
+
+def test_the_transforms_change_form_not_content():
+    text = "The city of Marseille is in France.\nIt sits on the coast."
+    out = {t: rewrite(text, t, task_id="t-v1", row_id="r1") for t in TRANSFORMS}
+    assert json.loads(out["json"]) == {"input": text}
+    assert out["upper"] == text.upper() and out["chat"].count(text) == 1
+    assert all(line.startswith("#") for line in out["code_comment"].split("\n"))
+    changed = [(a, b) for a, b in zip(text.split(" "), out["typos"].split(" "), strict=True) if a != b]
+    assert 1 <= len(changed) <= 2
+    for a, b in changed:  # two inner letters swapped: same letters, same ends
+        assert sorted(a) == sorted(b) and a[0] == b[0] and a[-1] == b[-1]
+    assert out["dilution"] == f"{FILLER_BEFORE}\n\n{text}\n\n{FILLER_AFTER}"
+    assert len(out["dilution"].split()) > 250
+    assert rewrite(text, "typos", task_id="t-v1", row_id="r1") == out["typos"]  # seeded per row
+    with pytest.raises(ValueError, match="unknown stress transform 'rot13'; accepted: chat"):
+        rewrite(text, "rot13", task_id="t-v1", row_id="r1")
+
+
+@pytest.fixture
+def copy(tmp_path):
+    shutil.copy(PROJECT_ROOT / "tasks.yaml", tmp_path / "tasks.yaml")
+    for sub in ("splits", "baselines"):
+        shutil.copytree(PROJECT_ROOT / "registry" / sub, tmp_path / "registry" / sub)
+    for name in ("licenses.yaml", "models.yaml"):
+        shutil.copy(PROJECT_ROOT / "registry" / name, tmp_path / "registry" / name)
+    for sub in ("weights", "protocols"):
+        shutil.copytree(PROJECT_ROOT / "registry" / sub, tmp_path / "registry" / sub)
+    return tmp_path
+
+
+def test_a_changed_stress_file_or_a_stress_split_on_an_on_policy_task_is_refused(copy, capsys):
+    from evaluator.cli import main
+
+    path = copy / "registry" / "splits" / "halueval-qa-v1" / "stress.jsonl"
+    path.write_text(path.read_text().replace('"label": 0', '"label": 1', 1))
+    with pytest.raises(SplitHashMismatch, match="halueval-qa-v1/stress.jsonl"):
+        load_registry(copy, verify_hashes=True)
+    assert main(["data-stress", "--check", "--registry", str(copy), "--json"]) == 2
+    assert "stress splits out of date for halueval-qa-v1" in capsys.readouterr().err
+    assert build_stress(copy, ["halueval-qa-v1"], write=True)["halueval-qa-v1"]["path"].endswith(
+        "stress.jsonl"
+    )
+
+    data = yaml.safe_load((copy / "tasks.yaml").read_text())
+    own = next(t for t in data["tasks"] if t.get("on_policy"))
+    own["stress"] = {"path": "x.jsonl", "rows": 1, "sha256": "a" * 64}
+    (copy / "tasks.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(RegistryError, match="is on-policy: it has no stress split"):
+        load_registry(copy)
