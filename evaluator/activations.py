@@ -137,7 +137,7 @@ def run_inputs_check(
     task = registry.task(task_id)
     task.template_hash(input_kind)  # an unknown template: UnknownNameError, saying what is accepted
     render_prompts(task, [""], input_kind)
-    if split is not None and split not in task.splits_for(model_id):
+    if split is not None and task.split_spec(split, model_id) is None:
         where = f" for base model {model_id}" if task.on_policy else ""
         raise RegistryError(f"task {task_id} has no {split!r} split{where}")
     for layer in layers:
@@ -342,11 +342,12 @@ def read_split(
     task = registry.task(task_id)
     expected_rows: int | None = None
     if path is None:
-        splits = task.splits_for(model)
-        if split not in splits:
+        found = task.split_spec(split, model)
+        if found is None:
+            splits = task.splits_for(model)
             where = f" for base model {model}" if task.on_policy else ""
             raise RegistryError(f"task {task_id} has no {split!r} split{where}; it has {', '.join(splits)}")
-        spec = splits[split]
+        spec = found
         path, expected_sha256, expected_rows = registry.root / spec.path, spec.sha256, spec.rows
     elif not expected_sha256:
         raise RegistryError(f"task {task_id}: split file {path} needs its expected SHA-256")

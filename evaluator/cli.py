@@ -256,6 +256,65 @@ def run_steer(args: argparse.Namespace) -> dict:
     )
 
 
+# --------------------------------------------------------------------------- stress
+
+
+def _stress_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--probe", required=True, type=Path, help="probe directory (probe.json + probe.safetensors)"
+    )
+    p.add_argument(
+        "--tasks",
+        default=None,
+        help="comma-separated task ids (default: the category's tasks with a stress split)",
+    )
+    p.add_argument("--scores", action="store_true", help="include every stress row's score")
+    p.add_argument("--device", default=None, help="cpu | cuda (default: CUDA when available)")
+    p.add_argument(
+        "--cache-dir", type=Path, default=None, help="model and activation cache (default: var/cache)"
+    )
+    p.add_argument("--registry", type=Path, default=None, help="project root holding tasks.yaml")
+    p.add_argument("--json", action="store_true", help="print JSON even on a terminal")
+
+
+@command("stress", _stress_args)
+def run_stress(args: argparse.Namespace) -> dict:
+    """The probe on its tasks' stress splits (evaluator/stress.py): AUROC, and recall and FPR at the
+    threshold fixed at 1% FPR on the clean train negatives, per transform, with the drops."""
+    from evaluator.registry import load_registry
+    from evaluator.stress import stress_probe
+
+    return stress_probe(
+        args.probe,
+        registry=load_registry(args.registry),
+        cache_dir=args.cache_dir or default_cache_dir(),
+        tasks=[t for t in args.tasks.split(",") if t] if args.tasks else None,
+        device=args.device,
+        scores=args.scores,
+    )
+
+
+@summary("stress")
+def stress_summary(result: object) -> str:
+    if not isinstance(result, dict):
+        return f"{result}\n"
+    lines = [f"{result.get('probe')} on {result.get('base_model')}: stress splits", ""]
+    for task_id, r in (result.get("tasks") or {}).items():
+        c = r["clean"]
+        lines.append(
+            f"{task_id}  threshold {r['threshold']:.4g} (1% FPR on clean train negatives)"
+            f"  clean: AUROC {c['auroc']:.3f}, recall {c['recall']:.3f}, FPR {c['fpr']:.3f}"
+        )
+        for name, t in r["transforms"].items():
+            lines.append(
+                f"  {name:<13} AUROC {t['auroc']:.3f} ({-t['auroc_drop']:+.3f})"
+                f"  recall {t['recall']:.3f} ({-t['recall_drop']:+.3f})  FPR {t['fpr']:.3f}"
+            )
+    for task_id, why in (result.get("not_measured") or {}).items():
+        lines.append(f"not measured: {task_id}: {why}")
+    return "\n".join(lines) + "\n"
+
+
 # --------------------------------------------------------------------------- entry point
 
 

@@ -79,6 +79,10 @@ class Category:
     description: str
 
 
+#: the name under which a task's stress split is read (evaluator.builders.stress)
+STRESS_SPLIT = "stress"
+
+
 @dataclass(frozen=True)
 class SplitSpec:
     name: str
@@ -169,6 +173,13 @@ class TaskSpec:
                 f" ({', '.join(self.splits_by_model)}); name the model"
             )
         return self.splits_by_model.get(model_id, {})
+
+    def split_spec(self, split: str, model_id: str | None = None) -> SplitSpec | None:
+        """The file a probe on ``model_id`` reads for ``split``: one of :meth:`splits_for`, or the
+        stress split (``"stress"``); None when there is none."""
+        if split == STRESS_SPLIT:
+            return self.stress
+        return self.splits_for(model_id).get(split)
 
     def measured_on(self, model_id: str | None) -> bool:
         """Whether probes on ``model_id`` are measured on this task (an on-policy task only on the

@@ -1,0 +1,126 @@
+"""A probe on the stress splits: does it keep its AUROC, and keep catching positives at its
+operating point, when the input changes form?
+
+For each task of the probe's category that has a stress split (``evaluator.builders.stress``), the
+probe scores its train, test and stress rows (the train split only to fix the operating point).
+The threshold is the one that flags at most 1% of the clean train negatives (as for Recall@1%FPR
+on the board). Per transform: AUROC over that transform's rows, recall of its positives at the
+threshold, the false-positive rate of its negatives there (a transform that makes everything look
+positive shows here, not in the recall), and the drops from the clean test rows.
+
+``python -m evaluator stress --probe DIR [--task T ...] --json`` prints it. Metrics are computed
+from the per-row scores, which are printed with ``--scores``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evaluator.errors import EvaluatorError
+from evaluator.registry import STRESS_SPLIT, Registry
+
+FPR = 0.01
+
+
+def transform_of(row_id: str) -> str:
+    """The transform a stress row was made with (its id is ``<test id>~<transform>``)."""
+    if "~" not in row_id:
+        raise EvaluatorError(f"row {row_id!r} is not a stress row (no ~transform suffix)")
+    return row_id.rsplit("~", 1)[1]
+
+
+def stress_metrics(
+    *,
+    train_negatives: np.ndarray,
+    test: tuple[np.ndarray, np.ndarray],
+    stress: tuple[Sequence[str], np.ndarray, np.ndarray],
+) -> dict[str, Any]:
+    """``test``: (labels, scores) of the clean test rows; ``stress``: (ids, labels, scores) of the
+    stress rows. Returns ``{"threshold", "clean": {auroc, recall, fpr}, "transforms": {name:
+    {auroc, recall, fpr, auroc_drop, recall_drop, n}}, "worst": {auroc, recall}}``."""
+    from evaluator.metrics import auroc, fpr_at_threshold, recall_at_fpr, threshold_at_fpr
+
+    threshold = threshold_at_fpr(train_negatives, FPR)
+
+    def point(labels: np.ndarray, scores: np.ndarray) -> dict[str, float]:
+        return {
+            "auroc": auroc(scores, labels),
+            "recall": recall_at_fpr(scores, labels, threshold),
+            "fpr": fpr_at_threshold(scores, labels, threshold),
+        }
+
+    clean = point(*test)
+    ids, labels, scores = stress
+    kinds = np.array([transform_of(i) for i in ids])
+    transforms: dict[str, dict[str, float]] = {}
+    for kind in dict.fromkeys(kinds.tolist()):  # file order
+        mask = kinds == kind
+        p = point(labels[mask], scores[mask])
+        transforms[kind] = p | {
+            "auroc_drop": clean["auroc"] - p["auroc"],
+            "recall_drop": clean["recall"] - p["recall"],
+            "n": int(mask.sum()),
+        }
+    worst = {
+        "auroc": min(t["auroc"] for t in transforms.values()),
+        "recall": min(t["recall"] for t in transforms.values()),
+    }
+    return {"threshold": threshold, "clean": clean, "transforms": transforms, "worst": worst}
+
+
+def stress_probe(
+    probe,
+    *,
+    registry: Registry | str | Path | None,
+    cache_dir: str | Path,
+    tasks: Sequence[str] | None = None,
+    device: str | None = None,
+    scores: bool = False,
+) -> dict[str, Any]:
+    """The stress metrics of ``probe`` on every task of its category that has a stress split (or
+    ``tasks``). ``scores``: also every stress row's score."""
+    from evaluator.evaluate import (
+        MeasureSetup,
+        _tasks_for,
+        as_probe,
+        as_registry,
+        harvest_config_default,
+        measure_split,
+    )
+    from evaluator.results import no_progress
+
+    reg = as_registry(registry)
+    p = as_probe(probe, reg)
+    setup = MeasureSetup(reg, cache_dir, device, None, harvest_config_default(reg), None)
+    task_ids, not_applicable = _tasks_for(p, reg, tasks)
+    without = [t for t in task_ids if reg.task(t).stress is None]
+    out: dict[str, Any] = {"probe": p.metadata.name, "base_model": p.base_model, "tasks": {}}
+    lm = None
+    for task_id in task_ids:
+        if reg.task(task_id).stress is None:
+            continue
+        measured = {}
+        for split in ("train", "test", STRESS_SPLIT):
+            m = measure_split(p, task_id=task_id, split=split, setup=setup, lm=lm, progress=no_progress)
+            lm, measured[split] = m.lm, m.run.examples
+        train, test, stress = measured["train"], measured["test"], measured[STRESS_SPLIT]
+        result = stress_metrics(
+            train_negatives=train.scores[train.labels == 0],
+            test=(test.labels, test.scores),
+            stress=(stress.ids, stress.labels, stress.scores),
+        )
+        if scores:
+            result["scores"] = {i: float(s) for i, s in zip(stress.ids, stress.scores, strict=True)}
+        out["tasks"][task_id] = result
+    out["not_measured"] = {t: "no stress split (an on-policy task)" for t in without} | {
+        t: str(why) for t, why in (not_applicable or {}).items()
+    }
+    if not out["tasks"]:
+        raise EvaluatorError(
+            f"no task of {p.metadata.category} that {p.metadata.name} reads has a stress split"
+        )
+    return out

@@ -1,0 +1,66 @@
+"""``python -m evaluator stress`` on a real encoder: a probe scored on its task's stress split, the
+threshold fixed on clean train negatives, and every reported number recomputed from the scores it
+prints."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from evaluator.builders.stress import TRANSFORMS
+from tests.evaluator.conftest import MINILM, build_registry, capitals_task
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def stressed(tmp_path_factory, cache_dir):
+    """A capitals registry with its stress split written by the CLI, and a MiniLM probe on it."""
+    from evaluator.activations import ActivationCache
+    from evaluator.cli import main
+    from evaluator.models import load_model
+    from evaluator.probes import save_probe
+    from evaluator.recipes import Recipe, train_recipe
+    from evaluator.registry import load_registry
+
+    root = tmp_path_factory.mktemp("stress-registry")
+    build_registry(root, [capitals_task(root)])
+    assert main(["data-stress", "--registry", str(root), "--json"]) == 0
+    registry = load_registry(root, verify_hashes=True)
+    lm = load_model(MINILM, registry=registry, cache_dir=cache_dir, device="cpu", dtype="float32")
+    recipe = Recipe(method="logistic_regression", task="capitals-v1", layer=4, position="mean", seed=0)
+    trained = train_recipe(recipe, lm, registry=registry, cache=ActivationCache(cache_dir))
+    probe = tmp_path_factory.mktemp("probe")
+    save_probe(probe, trained.tensors, trained.metadata(name="capitals minilm", category="hallucination"))
+    return root, probe
+
+
+def test_the_stress_report_is_recomputed_from_the_scores_it_prints(stressed, cache_dir, capsys):
+    from evaluator.builders.common import read_split
+    from evaluator.cli import main
+    from evaluator.metrics import auroc, recall_at_fpr
+
+    root, probe = stressed
+    argv = ["stress", "--probe", str(probe), "--registry", str(root), "--cache-dir", str(cache_dir)]
+    assert main([*argv, "--scores", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    result = out["tasks"]["capitals-v1"]
+    assert list(result["transforms"]) == list(TRANSFORMS)
+    rows = {r["id"]: r for r in read_split(root / "registry" / "splits" / "capitals-v1" / "stress.jsonl")}
+    assert set(result["scores"]) == set(rows)
+    for name, t in result["transforms"].items():
+        ids = [i for i in rows if i.endswith(f"~{name}")]
+        labels = np.array([rows[i]["label"] for i in ids])
+        scores = np.array([result["scores"][i] for i in ids])
+        assert t["n"] == len(ids)
+        assert t["auroc"] == pytest.approx(auroc(scores, labels))
+        assert t["recall"] == pytest.approx(recall_at_fpr(scores, labels, result["threshold"]))
+        assert t["auroc_drop"] == pytest.approx(result["clean"]["auroc"] - t["auroc"])
+    assert result["worst"]["auroc"] == min(t["auroc"] for t in result["transforms"].values())
+    assert result["clean"]["auroc"] > 0.6  # the probe reads the task on clean rows
+    # the terminal summary names every transform
+    assert main([*argv]) == 0
+    text = capsys.readouterr().out
+    assert all(name in text for name in TRANSFORMS)
