@@ -79,6 +79,12 @@ class Category:
     description: str
 
 
+def panel_relpath(task_id: str, model: str | None) -> str:
+    """Where a task's committed text-baseline panel lives, relative to the registry root
+    (evaluator.text_baselines; ``model``: the base model of an on-policy task's file)."""
+    return f"registry/baselines/{task_id}/{model}.json" if model else f"registry/baselines/{task_id}.json"
+
+
 #: the name under which a task's stress split is read (evaluator.builders.stress)
 STRESS_SPLIT = "stress"
 
@@ -966,9 +972,17 @@ def load_registry(root: str | Path | None = None, *, verify_hashes: bool = False
     _check_on_policy_models(reg.tasks, reg.models, str(root / "tasks.yaml"))
     if verify_hashes:
         reg.verify_all_splits()
-        from evaluator.text_baselines import load_panel
-
         for task in reg.tasks.values():
-            for model in task.text_panel:
-                load_panel(root, task, model or None)  # raises on a missing or changed file
+            for model, pinned in task.text_panel.items():
+                rel = panel_relpath(task.id, model or None)
+                if not (root / rel).is_file():
+                    raise RegistryError(
+                        f"task {task.id}: text-baseline panel {rel} is missing (tasks.yaml pins it)"
+                    )
+                actual = sha256_file(root / rel)
+                if actual != pinned:
+                    raise RegistryError(
+                        f"task {task.id}: text-baseline panel {rel} has SHA-256 {actual}, tasks.yaml pins"
+                        f" {pinned} (rebuild with `python -m evaluator data-baselines --write`)"
+                    )
     return reg

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.errors import EvaluatorError, RegistryError
+from evaluator.registry import panel_relpath
 
 #: the file format's version (bumped when a field changes meaning)
 PANEL_FORMAT = 1
@@ -46,11 +47,6 @@ PANEL_SPLITS: tuple[str, ...] = ("test", "distshift")
 Z95 = 1.959963984540054
 #: decimals kept of a member's per-row decision value
 SCORE_DECIMALS = 6
-
-
-def panel_relpath(task_id: str, model: str | None) -> str:
-    """Where a panel file lives, relative to the registry root."""
-    return f"registry/baselines/{task_id}/{model}.json" if model else f"registry/baselines/{task_id}.json"
 
 
 def panel_bytes(document: Mapping[str, Any]) -> bytes:
