@@ -12,7 +12,7 @@ from pathlib import Path
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
-from evaluator.metric_table import DECLARED_GAP
+from evaluator.metric_table import DECLARED_GAP, metric
 from evaluator.metrics import ECE_BINS
 from evaluator.registry import MAX_COMPONENT_WEIGHT
 from evaluator.scoring import ECE_RANGE, LATENCY_RANGE_MS, RHO_RANGE
@@ -288,13 +288,29 @@ COLUMN_HELP: dict[str, dict[str, str]] = {
 }
 
 
+#: the board column → the metric table row it shows (for the definition version in its title)
+COLUMN_METRIC = {
+    "auroc": "auroc",
+    "auroc_ea": "auroc_ea",
+    "auroc_ds": "auroc_ds",
+    "calibration": "ece",
+    "rho_ce": "rho_ce",
+    "latency": "latency_ms",
+    "recall": "recall_at_1pct_fpr",
+    "lift": "lift_over_text",
+    "controlled": "controlled_auroc",
+    "utility": "direction_utility",
+}
+
+
 def column_tooltip(key: str) -> str:
     """A board header's ``title``: what the column is, its unit, range, interval, what its ends
-    mean and whether it counts in the ProbeScore."""
+    mean, whether it counts in the ProbeScore and, for a metric, its definition version."""
     h = COLUMN_HELP[key]
+    version = f" Definition version {metric(COLUMN_METRIC[key]).version}." if key in COLUMN_METRIC else ""
     return (
         f"{h['label']}: {h['what']}. Unit: {h['unit']}. Range: {h['range']}. Interval: {h['interval']}. "
-        f"Bottom: {h['zero']}. Top: {h['top']}. In the ProbeScore: {h['score']}."
+        f"Bottom: {h['zero']}. Top: {h['top']}. In the ProbeScore: {h['score']}.{version}"
     )
 
 

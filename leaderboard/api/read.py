@@ -237,6 +237,11 @@ class LeaderboardOutput(serializers.Serializer):
     sort = serializers.CharField()
     dir = serializers.CharField()
     weights = serializers.DictField(child=serializers.FloatField())
+    metric_versions = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="each metric's definition version (the methodology's metric table): a number is"
+        " comparable only with numbers of the same version",
+    )
     count = serializers.IntegerField()
     next = serializers.CharField(allow_null=True)
     previous = serializers.CharField(allow_null=True)
@@ -253,6 +258,7 @@ def _board_meta(board: Board) -> dict:
         "sort": q.sort,
         "dir": "desc" if q.descending else "asc",
         "weights": board.spec.weights,
+        "metric_versions": {m.name: m.version for m in metric_table.metrics()},
     }
 
 

@@ -137,3 +137,14 @@ def test_a_single_entry_is_not_called_flat(client, registry):
     public_probe(slug="alone", category="deception", latency_ms=0.01, tasks=tasks)
     page = get(client, reverse("leaderboard:category", args=["deception"]))
     assert "flat-column" not in page and "all equal" not in page
+
+
+def test_each_metric_column_and_the_api_say_its_definition_version(client, registry):
+    from evaluator import metric_table
+    from leaderboard.presentation import COLUMN_METRIC, column_tooltip
+
+    for key, name in COLUMN_METRIC.items():
+        assert f"Definition version {metric_table.metric(name).version}." in column_tooltip(key)
+    assert "Definition version 2." in column_tooltip("lift")  # the lift over the panel is version 2
+    versions = client.get("/api/v1/leaderboard").json()["metric_versions"]
+    assert versions == {m.name: m.version for m in metric_table.metrics()} and versions["lift_over_text"] == 2
