@@ -85,6 +85,23 @@ def panel_relpath(task_id: str, model: str | None) -> str:
     return f"registry/baselines/{task_id}/{model}.json" if model else f"registry/baselines/{task_id}.json"
 
 
+def panel_bytes_pinned(root: Path, task_id: str, model: str | None, sha256: str) -> bytes:
+    """The bytes of a committed text-baseline panel, checked against its pinned hash: a missing
+    file or another hash is an error (nothing is ever judged against an unpinned baseline)."""
+    rel = panel_relpath(task_id, model)
+    path = Path(root) / rel
+    if not path.is_file():
+        raise RegistryError(f"task {task_id}: text-baseline panel {rel} is missing (tasks.yaml pins it)")
+    data = path.read_bytes()
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != sha256:
+        raise RegistryError(
+            f"task {task_id}: text-baseline panel {rel} has SHA-256 {actual}, tasks.yaml pins {sha256}"
+            " (rebuild with `python -m evaluator data-baselines --write`)"
+        )
+    return data
+
+
 #: the name under which a task's stress split is read (evaluator.builders.stress)
 STRESS_SPLIT = "stress"
 
@@ -559,10 +576,9 @@ def _load_text_panel(value: Any, on_policy: bool, where: str) -> dict[str, str]:
     on-policy task); absent when no panel is committed."""
     if value is None:
         return {}
-    hexdigits = set("0123456789abcdef")
 
     def sha(v: Any, at: str) -> str:
-        if not (isinstance(v, str) and len(v) == 64 and set(v) <= hexdigits):
+        if not (isinstance(v, str) and _SHA256.match(v)):
             raise RegistryError(f"{at}: text_panel must be a lowercase hex SHA-256, got {v!r}")
         return v
 
@@ -974,15 +990,5 @@ def load_registry(root: str | Path | None = None, *, verify_hashes: bool = False
         reg.verify_all_splits()
         for task in reg.tasks.values():
             for model, pinned in task.text_panel.items():
-                rel = panel_relpath(task.id, model or None)
-                if not (root / rel).is_file():
-                    raise RegistryError(
-                        f"task {task.id}: text-baseline panel {rel} is missing (tasks.yaml pins it)"
-                    )
-                actual = sha256_file(root / rel)
-                if actual != pinned:
-                    raise RegistryError(
-                        f"task {task.id}: text-baseline panel {rel} has SHA-256 {actual}, tasks.yaml pins"
-                        f" {pinned} (rebuild with `python -m evaluator data-baselines --write`)"
-                    )
+                panel_bytes_pinned(root, task.id, model or None, pinned)
     return reg

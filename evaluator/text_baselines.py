@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.errors import EvaluatorError, RegistryError
-from evaluator.registry import panel_relpath
+from evaluator.errors import EvaluatorError
+from evaluator.registry import panel_bytes_pinned, panel_relpath
 
 #: the file format's version (bumped when a field changes meaning)
 PANEL_FORMAT = 1
@@ -127,21 +127,9 @@ def load_panel(root: Path, task, model: str | None) -> dict[str, Any] | None:
 
 
 def read_panel(root: Path, task_id: str, model: str | None, sha256: str) -> dict[str, Any]:
-    """A panel file (``model``: the base model of an on-policy task's file, else None) checked
-    against its pinned hash: a missing file or another hash is an error (nothing is ever judged
-    against an unpinned baseline)."""
-    rel = panel_relpath(task_id, model)
-    path = Path(root) / rel
-    if not path.is_file():
-        raise RegistryError(f"task {task_id}: text-baseline panel {rel} is missing (tasks.yaml pins it)")
-    data = path.read_bytes()
-    actual = hashlib.sha256(data).hexdigest()
-    if actual != sha256:
-        raise RegistryError(
-            f"task {task_id}: text-baseline panel {rel} has SHA-256 {actual}, tasks.yaml pins {sha256}"
-            " (rebuild with `python -m evaluator data-baselines --write`)"
-        )
-    return json.loads(data)
+    """A panel file (``model``: the base model of an on-policy task's file, else None), checked
+    against its pinned hash (:func:`evaluator.registry.panel_bytes_pinned`)."""
+    return json.loads(panel_bytes_pinned(root, task_id, model, sha256))
 
 
 def member_scores(panel: Mapping[str, Any], member: str, split: str = "test") -> dict[str, float]:
