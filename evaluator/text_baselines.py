@@ -56,7 +56,7 @@ def panel_bytes(document: Mapping[str, Any]) -> bytes:
 
 def panel_document(result, *, task_id: str, model: str | None, encoder: str | None) -> dict[str, Any]:
     """A :class:`evaluator.text_panel.PanelResult` as the committed file's JSON."""
-    from evaluator.text_panel import C_GRID
+    from evaluator.text_panel import AUROC_DECIMALS, C_GRID
 
     members = result.members
     splits = [s for s in PANEL_SPLITS if all(s in m.splits for m in members.values())]
@@ -74,11 +74,14 @@ def panel_document(result, *, task_id: str, model: str | None, encoder: str | No
         "members": {
             name: {
                 "params": dict(m.params),
-                "cv_auroc": round(m.cv_auroc, 4),
+                "cv_auroc": round(m.cv_auroc, AUROC_DECIMALS),
                 "splits": {
                     s: {
-                        "auroc": round(m.splits[s].auroc, 4),
-                        "ci": [round(m.splits[s].ci[0], 4), round(m.splits[s].ci[1], 4)],
+                        "auroc": round(m.splits[s].auroc, AUROC_DECIMALS),
+                        "ci": [
+                            round(m.splits[s].ci[0], AUROC_DECIMALS),
+                            round(m.splits[s].ci[1], AUROC_DECIMALS),
+                        ],
                         "n": len(m.splits[s].ids),
                     }
                     for s in splits
@@ -97,24 +100,26 @@ def summary(document: Mapping[str, Any], *, sha256: str) -> dict[str, Any]:
 
 
 def strongest(panel: Mapping[str, Any], split: str = "test") -> str | None:
-    """The member with the highest AUROC on ``split`` (first of equals in file order); None when
-    the panel did not score that split."""
-    best: tuple[float, str] | None = None
+    """The member with the highest AUROC on ``split`` (:func:`evaluator.text_panel.best_member`);
+    None when the panel did not score that split."""
+    from evaluator.text_panel import best_member
+
+    values = {}
     for name, member in (panel.get("members") or {}).items():
         value = ((member.get("splits") or {}).get(split) or {}).get("auroc")
-        if isinstance(value, (int, float)) and (best is None or value > best[0]):
-            best = (float(value), name)
-    return None if best is None else best[1]
+        if isinstance(value, (int, float)):
+            values[name] = float(value)
+    return best_member(values)
 
 
 def chosen_by_cv(panel: Mapping[str, Any]) -> str | None:
-    """The member cross-validation on train picks (highest CV AUROC, first of equals)."""
-    best: tuple[float, str] | None = None
-    for name, member in (panel.get("members") or {}).items():
-        value = member.get("cv_auroc")
-        if isinstance(value, (int, float)) and (best is None or value > best[0]):
-            best = (float(value), name)
-    return None if best is None else best[1]
+    """The member cross-validation on train picks (highest CV AUROC, :func:`best_member`)."""
+    from evaluator.text_panel import best_member
+
+    members = panel.get("members") or {}
+    return best_member(
+        {n: float(m["cv_auroc"]) for n, m in members.items() if isinstance(m.get("cv_auroc"), (int, float))}
+    )
 
 
 def load_panel(root: Path, task, model: str | None) -> dict[str, Any] | None:

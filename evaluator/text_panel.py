@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +57,16 @@ ENCODER_ID = "all-minilm-l6-v2"
 MAX_ITER = 5000
 
 Embed = Callable[[Sequence[str]], np.ndarray]
+#: decimals an AUROC keeps in a committed panel file (evaluator.text_baselines)
+AUROC_DECIMALS = 4
+
+
+def best_member(values: Mapping[str, float]) -> str | None:
+    """The member with the highest value at the file's precision (AUROC_DECIMALS); equals go to
+    the first by name. One rule for the CLI's panel and the board's reading of the committed file."""
+    if not values:
+        return None
+    return min(values, key=lambda name: (-round(values[name], AUROC_DECIMALS), name))
 
 
 @dataclass(frozen=True)
@@ -90,9 +100,9 @@ class MemberResult:
     def to_dict(self, split: str, *, scores: bool = False) -> dict[str, Any]:
         s = self.splits[split]
         out: dict[str, Any] = {
-            "auroc": round(s.auroc, 4),
-            "ci": [round(s.ci[0], 4), round(s.ci[1], 4)],
-            "cv_auroc": round(self.cv_auroc, 4),
+            "auroc": round(s.auroc, AUROC_DECIMALS),
+            "ci": [round(s.ci[0], AUROC_DECIMALS), round(s.ci[1], AUROC_DECIMALS)],
+            "cv_auroc": round(self.cv_auroc, AUROC_DECIMALS),
             "params": dict(self.params),
             "n": len(s.ids),
         }
@@ -110,17 +120,23 @@ class PanelResult:
     notes: list[str] = field(default_factory=list)
 
     def strongest(self, split: str = "test") -> str:
-        """The member with the highest AUROC on ``split`` (first of equals in member order)."""
-        return max(self.members.values(), key=lambda m: m.splits[split].auroc).name
+        """The member with the highest AUROC on ``split`` (:func:`best_member`, as the committed
+        file is read)."""
+        found = best_member({n: m.splits[split].auroc for n, m in self.members.items()})
+        assert found is not None  # a panel has members
+        return found
 
     def to_dict(self, split: str = "test", *, scores: bool = False) -> dict[str, Any]:
         def brief(name: str) -> dict[str, Any]:
             m = self.members[name]
             return {
                 "name": name,
-                "auroc": round(m.splits[split].auroc, 4),
-                "ci": [round(m.splits[split].ci[0], 4), round(m.splits[split].ci[1], 4)],
-                "cv_auroc": round(m.cv_auroc, 4),
+                "auroc": round(m.splits[split].auroc, AUROC_DECIMALS),
+                "ci": [
+                    round(m.splits[split].ci[0], AUROC_DECIMALS),
+                    round(m.splits[split].ci[1], AUROC_DECIMALS),
+                ],
+                "cv_auroc": round(m.cv_auroc, AUROC_DECIMALS),
             }
 
         return {
@@ -414,7 +430,8 @@ def fit_panel(
     results = {m.name: fit_member(m, train, scored, folds=folds, seed=seed) for m in members}
     if len(results) > 1:
         results[STACK] = fit_stack(results, train, scored, folds=folds, seed=seed)
-    by_cv = max(results.values(), key=lambda r: r.cv_auroc).name
+    by_cv = best_member({name: r.cv_auroc for name, r in results.items()})
+    assert by_cv is not None
     return PanelResult(results, by_cv, folds=folds, seed=seed)
 
 

@@ -193,3 +193,12 @@ def test_a_probe_with_signal_the_text_lacks_is_credited_even_when_it_scores_lowe
     assert lift["lift"] < 0  # on its own it scores below the text
     assert out["delta"] > 0.03 and out["ci"][0] > 0  # but it adds what the text does not carry
     assert out == controlled_auroc(panel, rows)  # cross-fitting is seeded
+
+
+def test_the_cli_and_the_board_name_the_same_member_on_a_tie():
+    from evaluator.text_panel import best_member
+
+    # equal at the file's four decimals: the first by name, whatever the order or the fifth decimal
+    assert best_member({"word_tfidf": 1.0, "char_tfidf": 0.99999, "stack": 1.0}) == "char_tfidf"
+    assert best_member({"stack": 0.7, "minilm": 0.71}) == "minilm"
+    assert best_member({}) is None

@@ -197,10 +197,11 @@ def test_data_baselines_prints_the_panel_as_json(tmp_path, capsys):
         assert set(value) >= {"auroc", "ci", "cv_auroc", "params", "n"}
         assert value["ci"][0] <= value["auroc"] <= value["ci"][1]
         assert value["n"] == 20
-    best = max(out["baselines"], key=lambda k: out["baselines"][k]["auroc"])
+    # the highest at the file's precision, equals to the first by name (text_panel.best_member)
+    best = min(out["baselines"], key=lambda k: (-out["baselines"][k]["auroc"], k))
     assert out["strongest"]["name"] == best
     assert out["strongest"]["auroc"] == out["baselines"][best]["auroc"]
-    picked = max(out["baselines"], key=lambda k: out["baselines"][k]["cv_auroc"])
+    picked = min(out["baselines"], key=lambda k: (-out["baselines"][k]["cv_auroc"], k))
     assert out["by_cv"]["name"] == picked and "train" in out["by_cv"]["chosen_by"]
     assert out["baselines"]["stack"]["params"]["over"] == ("length,word_tfidf,char_tfidf,structured")
     assert out["split"] == "test" and out["task"] == "toy-addition-v1"
