@@ -320,6 +320,8 @@ class SplitRows:
     groups: list[str]
     labels: np.ndarray  # "n" int64, 1 = the task's positive meaning
     texts: list[str]
+    #: each row's ``meta`` mapping ({} where a row has none)
+    meta: list[dict] = field(default_factory=list)
 
 
 def read_split(
@@ -370,6 +372,7 @@ def read_split(
         groups=[str(r.get("group", r["id"])) for r in rows],
         labels=np.array([int(r["label"]) for r in rows], dtype=np.int64),
         texts=[str(r["text"]) for r in rows],
+        meta=[r["meta"] if isinstance(r.get("meta"), dict) else {} for r in rows],
     )
 
 

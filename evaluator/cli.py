@@ -315,6 +315,61 @@ def stress_summary(result: object) -> str:
     return "\n".join(lines) + "\n"
 
 
+# --------------------------------------------------------------------------- attack
+
+
+def _attack_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--probe", required=True, type=Path, help="probe directory (probe.json + probe.safetensors)"
+    )
+    p.add_argument("--task", required=True, help="a task of the probe's category")
+    p.add_argument("--steps", type=int, default=None, help="Adam steps on the suffix (default 200; 0..5000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the suffix's start and the batches")
+    p.add_argument("--suffix-out", type=Path, default=None, help="write the final suffix (safetensors)")
+    p.add_argument("--device", default="cpu", help="default cpu")
+    p.add_argument(
+        "--cache-dir", type=Path, default=None, help="model and activation cache (default: var/cache)"
+    )
+    p.add_argument("--registry", type=Path, default=None, help="project root holding tasks.yaml")
+    p.add_argument("--json", action="store_true", help="print JSON even on a terminal")
+
+
+@command("attack", _attack_args)
+def run_attack(args: argparse.Namespace) -> dict:
+    """A universal soft suffix optimised against the frozen probe (evaluator/attack.py): recall of
+    the test positives at the 1%-FPR threshold, clean and attacked, and the steps to halve it."""
+    from evaluator.attack import STEPS, attack_probe
+    from evaluator.registry import load_registry
+
+    if not 0 <= args.seed <= 2**31 - 1:
+        raise EvaluatorError(f"--seed {args.seed}: accepted 0..{2**31 - 1}")
+    return attack_probe(
+        args.probe,
+        task_id=args.task,
+        registry=load_registry(args.registry),
+        cache_dir=args.cache_dir or default_cache_dir(),
+        steps=STEPS if args.steps is None else args.steps,
+        seed=args.seed,
+        device=args.device,
+        suffix_out=args.suffix_out,
+    )
+
+
+@summary("attack")
+def attack_summary(result: object) -> str:
+    if not isinstance(result, dict):
+        return f"{result}\n"
+    half = result["steps_to_half"]
+    lines = [
+        f"{result['probe']} on {result['task']}: threshold {result['threshold']:.4g} (1% FPR on clean train negatives)",
+        f"recall of {result['n_positives']} test positives: clean {result['recall_clean']:.3f},"
+        f" attacked {result['recall_attacked']:.3f} after {result['steps']} steps;"
+        f" halved {'at step ' + str(half) if half is not None else 'never within the budget'}",
+        "curve: " + ", ".join(f"{c['step']}: {c['recall']:.3f}" for c in result["curve"]),
+    ]
+    return "\n".join(lines) + "\n"
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -329,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluator.train_cli",
         "evaluator.builders.cli",
         "evaluator.reference_probes",
+        "evaluator.reliability",
         "evaluator.client",
     ):
         try:

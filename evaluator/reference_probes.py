@@ -24,10 +24,18 @@ sweep, the evaluation and the artifact hash go to a sidecar ``reference.json`` b
     python -m evaluator reference-probes                      # retrain + evaluate + write all
     python -m evaluator reference-probes --only ea-smollm2    # one (or several, comma-separated)
     python -m evaluator reference-probes --check              # retrain in memory, compare, write nothing
+    python -m evaluator reference-probes --reevaluate         # keep the artifacts, re-measure, rewrite
+    python -m evaluator reference-probes --check-records      # is every reference.json current? (no model)
 
 Everything is seeded; with the same activations (same cache entries) a rerun writes identical
 artifacts. ``--check`` compares a fresh fit with the committed artifact (same chosen layer, same
 tensor names/shapes, direction cosine and max abs difference within tolerance).
+
+A record is *stale* (:func:`record_problems`) when what it was measured with has changed since: the
+artifact's bytes, the eval-awareness reference probe behind its auroc_ea (another probe, or other
+bytes), a split file's pinned hash, or the base model's weights; or when probe.json's declared
+metrics are not the record's. ``--reevaluate`` measures the committed artifacts again (no refit)
+and rewrites the records; ``--check-records`` lists what is stale, and the test suite runs it.
 """
 
 from __future__ import annotations
@@ -778,6 +786,115 @@ def read_sidecar(directory: Path) -> dict[str, Any]:
         raise EvaluatorError(f"{directory / SIDECAR}: not found (train the probe first)") from None
 
 
+# --------------------------------------------------------------------------- stale records
+
+
+def _file_sha256(path: Path) -> str | None:
+    import hashlib
+
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def record_problems(
+    entry: ReferenceEntry, entries: Sequence[ReferenceEntry], registry: Registry
+) -> list[str]:
+    """Why ``entry``'s committed reference.json no longer describes what ``python -m evaluator
+    evaluate`` would measure with its defaults today ([] when it is current). Reads files only."""
+    from evaluator.probes import ARTIFACT_NAME, METADATA_NAME
+
+    directory = entry.directory(registry.root)
+    try:
+        sidecar = read_sidecar(directory)
+    except EvaluatorError as exc:
+        return [str(exc)]
+    problems: list[str] = []
+    artifact = _file_sha256(directory / ARTIFACT_NAME)
+    if sidecar.get("artifact_sha256") != artifact:
+        problems.append(f"artifact is {artifact}, the record says {sidecar.get('artifact_sha256')}")
+    evaluation = sidecar.get("evaluation") or {}
+    ea = ea_reference_for(entries, entry.base_model)
+    want_ref = None if (ea is None or entry.role == EVAL_AWARENESS) else ea.path
+    if evaluation.get("reference_probe") != want_ref:
+        problems.append(
+            f"auroc_ea was measured against {evaluation.get('reference_probe')}; the current"
+            f" eval-awareness reference of {entry.base_model} is {want_ref}"
+        )
+    elif want_ref is not None:
+        ref_sha = _file_sha256(registry.root / want_ref / ARTIFACT_NAME)
+        if evaluation.get("reference_probe_sha256") != ref_sha:
+            problems.append(f"{want_ref} has changed since auroc_ea was measured against it")
+    model = registry.model(entry.base_model)
+    if (evaluation.get("model") or {}).get("weights_sha256") != model.weights_sha256:
+        problems.append(f"{entry.base_model}'s pinned weights have changed")
+    tasks = evaluation.get("tasks") or {}
+    if not tasks:
+        problems.append("the record has no task measurements")
+    for task_id, measured in tasks.items():
+        try:
+            task = registry.task(task_id)
+        except RegistryError:
+            problems.append(f"task {task_id} is no longer in tasks.yaml")
+            continue
+        pinned = task.splits_for(entry.base_model if task.on_policy else None)
+        for split, sha in (measured.get("split_sha256") or {}).items():
+            spec = pinned.get(split)
+            if spec is None or spec.sha256 != sha:
+                problems.append(f"{task_id}/{split} was measured on a split file that is no longer pinned")
+    try:
+        declared = json.loads((directory / METADATA_NAME).read_text(encoding="utf-8"))["declared_metrics"]
+    except (FileNotFoundError, KeyError, ValueError):
+        declared = None
+    if evaluation.get("aggregate") and declared != declared_from(evaluation):
+        problems.append("probe.json's declared_metrics are not the record's measured aggregate")
+    return problems
+
+
+def reevaluate(
+    entry: ReferenceEntry,
+    entries: Sequence[ReferenceEntry],
+    registry: Registry,
+    *,
+    cache_dir: str | Path,
+    device: str | None,
+    dtype: str | None,
+) -> dict[str, Any]:
+    """Measure the committed artifact again (no refit) against the current eval-awareness
+    reference, rewrite probe.json's declared metrics and reference.json's evaluation; the
+    artifact's bytes, the layer sweep or selection and train_auroc are kept. Returns the sidecar."""
+    from evaluator.probes import METADATA_NAME, load_probe
+
+    directory = entry.directory(registry.root)
+    sidecar = read_sidecar(directory)
+    before = load_probe(directory, registry=registry).sha256
+    ea = ea_reference_for(entries, entry.base_model)
+    ref_dir = ea.directory(registry.root) if (ea is not None and entry.role != EVAL_AWARENESS) else None
+    evaluation = evaluate_reference(
+        directory, registry, cache_dir=cache_dir, reference_probe=ref_dir, device=device, dtype=dtype
+    )
+    meta_path = directory / METADATA_NAME
+    metadata = json.loads(meta_path.read_text(encoding="utf-8"))
+    metadata["declared_metrics"] = declared_from(evaluation)
+    tmp = meta_path.with_name(f".{METADATA_NAME}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(metadata, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, meta_path)
+    after = load_probe(directory, registry=registry)  # validates what was written
+    if after.sha256 != before:
+        raise EvaluatorError(f"{entry.slug}: the artifact changed while it was re-measured")
+    sidecar |= {
+        "artifact_sha256": after.sha256,
+        "evaluation": evaluation,
+        "environment": environment(),
+        "command": f"python -m evaluator reference-probes --reevaluate --only {entry.slug}",
+    }
+    (directory / SIDECAR).write_text(
+        json.dumps(sidecar, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    return sidecar
+
+
 # --------------------------------------------------------------------------- --check
 
 
@@ -851,6 +968,16 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--check", action="store_true", help="retrain in memory and compare; write nothing")
     p.add_argument("--no-evaluate", action="store_true", help="write the artifacts, skip evaluate_probe")
     p.add_argument(
+        "--reevaluate",
+        action="store_true",
+        help="keep the committed artifacts; measure them again and rewrite reference.json (no refit)",
+    )
+    p.add_argument(
+        "--check-records",
+        action="store_true",
+        help="list every reference.json that is stale (no model is loaded); exit 1 if any",
+    )
+    p.add_argument(
         "--manifest", type=Path, default=None, help="default registry/reference_probes/manifest.yaml"
     )
     p.add_argument("--registry", type=Path, default=None, help="project root holding tasks.yaml")
@@ -896,6 +1023,29 @@ def run_reference_probes(args: argparse.Namespace) -> dict[str, Any]:
     entries = load_manifest(reg, args.manifest)
     chosen = select(entries, args.only)
     cache_dir = args.cache_dir or default_cache_dir()
+    if args.check_records:
+        stale = {e.slug: p for e in chosen if (p := record_problems(e, entries, reg))}
+        if stale:
+            raise EvaluatorError(
+                "stale reference records (python -m evaluator reference-probes --reevaluate --only SLUG):\n"
+                + "\n".join(f"{slug}: {'; '.join(p)}" for slug, p in stale.items())
+            )
+        return {"check_records": True, "current": [e.slug for e in chosen]}
+    if args.reevaluate:
+        out = []
+        for entry in chosen:
+            start = time.perf_counter()
+            sidecar = reevaluate(
+                entry, entries, reg, cache_dir=cache_dir, device=args.device, dtype=args.dtype
+            )
+            out.append(
+                {
+                    "slug": entry.slug,
+                    "aggregate": sidecar["evaluation"]["aggregate"],
+                    "seconds": time.perf_counter() - start,
+                }
+            )
+        return {"reevaluate": True, "probes": out}
     cache = ActivationCache(cache_dir)
     results: list[dict[str, Any]] = []
     failures: list[str] = []

@@ -12,6 +12,7 @@ import datetime as dt
 import hashlib
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,9 @@ PROTOCOL_DTYPES: tuple[str, ...] = ("float32",)
 PROTOCOL_DEVICES: tuple[str, ...] = ("cpu", "cuda")
 #: kinds of a task card's structured text-baseline feature (``structured_baseline`` in tasks.yaml)
 STRUCTURED_KINDS: tuple[str, ...] = ("numeric", "categorical")
+#: row metadata a structured feature may not read: what the base model did (its outputs, the
+#: generation that labelled the row), the model itself and the label
+FORBIDDEN_FEATURE_FIELDS = re.compile(r"output|generation|label|judge|^model$")
 _FEATURE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -134,15 +138,27 @@ class ReadoutSpec:
 
 @dataclass(frozen=True)
 class StructuredFeature:
-    """One feature of a task's structured text baseline: the named group ``name`` of the first match
-    of ``pattern`` in a row's text. ``numeric``: its value as a number; ``categorical``: the string
-    itself (one-hot). A row the pattern does not match has the feature missing."""
+    """One feature of a task's structured text baseline, read one of two ways:
+
+    - ``pattern``: the named group ``name`` of the first match of the regular expression in a
+      row's text;
+    - ``field``: the row's ``meta[field]``, a fact about the input the row was built from (the
+      true country of a city in the prompt, say): what a text-only reader with the source's own
+      reference data would know. Never the base model's behaviour or the label
+      (FORBIDDEN_FEATURE_FIELDS).
+
+    ``numeric``: the value as a number; ``categorical``: the string itself (one-hot). A row the
+    pattern does not match, or without the field, has the feature missing."""
 
     name: str
-    pattern: str
-    kind: str
+    pattern: str = ""
+    kind: str = "categorical"
+    field: str = ""
 
-    def extract(self, text: str) -> str | None:
+    def extract(self, text: str, meta: Mapping[str, Any] | None = None) -> str | None:
+        if self.field:
+            value = (meta or {}).get(self.field)
+            return None if value is None else str(value)
         match = re.search(self.pattern, text)
         return None if match is None else match.group(self.name)
 
@@ -514,8 +530,10 @@ def _load_readout(entry: dict, where: str) -> tuple[ReadoutSpec | None, str]:
 
 
 def _load_structured_baseline(entry: dict, where: str) -> tuple[StructuredFeature, ...]:
-    """``structured_baseline: {features: [{name, pattern, kind}, ...]}``: each pattern a regular
-    expression with a named group called ``name``, each kind one of STRUCTURED_KINDS."""
+    """``structured_baseline: {features: [{name, kind, pattern | field}, ...]}``: a pattern is a
+    regular expression with a named group called ``name``; a field names a key of each row's
+    ``meta`` that is a fact about the input (never FORBIDDEN_FEATURE_FIELDS); each kind one of
+    STRUCTURED_KINDS."""
     if "structured_baseline" not in entry:
         return ()
     data = entry["structured_baseline"]
@@ -529,17 +547,19 @@ def _load_structured_baseline(entry: dict, where: str) -> tuple[StructuredFeatur
         )
     features = data.get("features")
     if not isinstance(features, list) or not features:
-        raise RegistryError(f"{where}: {key}.features must be a non-empty list of {{name, pattern, kind}}")
+        raise RegistryError(
+            f"{where}: {key}.features must be a non-empty list of {{name, kind, pattern or field}}"
+        )
     out: list[StructuredFeature] = []
     for i, feature in enumerate(features):
         at = f"{where}: {key}.features[{i}]"
-        _require(feature, ("name", "pattern", "kind"), at)
-        extra = sorted(set(feature) - {"name", "pattern", "kind"})
+        _require(feature, ("name", "kind"), at)
+        extra = sorted(set(feature) - {"name", "pattern", "field", "kind"})
         if extra:
             raise RegistryError(
-                f"{at}: unknown key(s) {', '.join(map(str, extra))}; accepted: name, pattern, kind"
+                f"{at}: unknown key(s) {', '.join(map(str, extra))}; accepted: name, kind, pattern, field"
             )
-        name, pattern, kind = feature["name"], feature["pattern"], feature["kind"]
+        name, kind = feature["name"], feature["kind"]
         if not isinstance(name, str) or not _FEATURE_NAME.match(name):
             raise RegistryError(
                 f"{at}.name must be lowercase letters, digits and _ (a letter first), got {name!r}"
@@ -548,6 +568,22 @@ def _load_structured_baseline(entry: dict, where: str) -> tuple[StructuredFeatur
             raise RegistryError(f"{at}.name {name!r} is used twice")
         if kind not in STRUCTURED_KINDS:
             raise RegistryError(f"{at}.kind {kind!r}; accepted: {', '.join(STRUCTURED_KINDS)}")
+        if ("pattern" in feature) == ("field" in feature):
+            raise RegistryError(f"{at}: give exactly one of pattern (read from the text) or field (row meta)")
+        if "field" in feature:
+            fld = feature["field"]
+            if not isinstance(fld, str) or not _FEATURE_NAME.match(fld):
+                raise RegistryError(
+                    f"{at}.field must be a meta key (lowercase letters, digits and _), got {fld!r}"
+                )
+            if FORBIDDEN_FEATURE_FIELDS.search(fld):
+                raise RegistryError(
+                    f"{at}.field {fld!r} reads what the base model did or the label; a structured"
+                    " feature may only read facts about the input"
+                )
+            out.append(StructuredFeature(name=name, kind=kind, field=fld))
+            continue
+        pattern = feature["pattern"]
         if not isinstance(pattern, str):
             raise RegistryError(f"{at}.pattern must be a string (a regular expression)")
         try:

@@ -16,7 +16,9 @@ Members (``MEMBERS``, in report order):
 - ``minilm``: the registry's sentence encoder (all-minilm-l6-v2) on the rendered prompt, mean-pooled
   last layer, scaled to unit length as the encoder is meant to be read, logistic regression (only
   when an embedding function is given).
-- ``structured``: the features the task card declares (``structured_baseline`` in tasks.yaml):
+- ``structured``: the features the task card declares (``structured_baseline`` in tasks.yaml),
+  read from the text by a pattern or from a fact about the input the row records (the true country
+  of the city a prompt names: what a reader with the source's gazetteer knows without the model):
   numeric ones standardised and expanded to polynomials of degree 1–3 (degree chosen by CV),
   categorical ones one-hot (a value not seen in train reads as all zeros), logistic regression.
   Absent when the card declares none.
@@ -47,7 +49,9 @@ from evaluator.registry import StructuredFeature
 
 PANEL_SEED = 20260401
 CV_FOLDS = 5
-C_GRID: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0, 100.0)
+#: half-decade steps from strong to weak regularisation (a coarser grid missed the best text model
+#: on some files by more than the gap a probe is judged on)
+C_GRID: tuple[float, ...] = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
 STRUCTURED_DEGREES: tuple[int, ...] = (1, 2, 3)
 MEMBERS: tuple[str, ...] = ("length", "word_tfidf", "char_tfidf", "minilm", "structured", "stack")
 #: the member that combines the others (``fit_stack``)
@@ -77,6 +81,11 @@ class PanelRows:
     texts: list[str]
     labels: np.ndarray  # "n" int64
     groups: list[str]
+    #: each row's ``meta`` (what a ``field`` structured feature reads); empty: no row has any
+    meta: list[dict] = field(default_factory=list)
+
+    def meta_of(self, i: int) -> dict:
+        return self.meta[i] if self.meta else {}
 
 
 @dataclass(frozen=True)
@@ -204,7 +213,8 @@ def _embedding_model(params: dict[str, Any]):
 
 
 class StructuredModel:
-    """Logistic regression on a task card's declared features, read from the texts by their regexes.
+    """Logistic regression on a task card's declared features, read from each row (a text, or a
+    (text, meta) pair) by :meth:`StructuredFeature.extract`.
 
     Numeric features: the value (0 when missing) and a missing flag, standardised, expanded to all
     monomials up to ``degree``, standardised again. Categorical: one-hot of the values seen in
@@ -213,13 +223,14 @@ class StructuredModel:
     def __init__(self, features: Sequence[StructuredFeature], *, degree: int, C: float):  # noqa: N803
         self.features, self.degree, self.C = tuple(features), degree, C
 
-    def _columns(self, texts) -> tuple[np.ndarray, list[list[str]]]:
+    def _columns(self, rows) -> tuple[np.ndarray, list[list[str]]]:
         numeric, categorical = [], []
-        for text in texts:
+        for row in rows:
+            text, meta = row if isinstance(row, tuple) else (row, {})
             nums: list[float] = []
             cats: list[str] = []
             for f in self.features:
-                raw = f.extract(str(text))
+                raw = f.extract(str(text), meta)
                 if f.kind == "numeric":
                     try:
                         value = float(raw) if raw is not None else math.nan
@@ -265,12 +276,20 @@ class StructuredModel:
 @dataclass(frozen=True)
 class Member:
     """One panel member: a grid of hyperparameters and a model built from one grid point. The
-    model reads ``inputs(texts)`` (the texts themselves, or their embeddings)."""
+    model reads ``inputs(rows)`` (the texts themselves, their embeddings, or texts with meta)."""
 
     name: str
     grid: list[dict[str, Any]]
     build: Callable[[dict[str, Any]], Any]
-    inputs: Callable[[list[str]], Any] = lambda texts: np.array(texts, dtype=object)
+    inputs: Callable[[PanelRows], Any] = lambda rows: np.array(rows.texts, dtype=object)
+
+
+def _text_and_meta(rows: PanelRows) -> np.ndarray:
+    """(text, meta) per row, as a 1-d object array (indexable by the CV folds)."""
+    out = np.empty(len(rows.texts), dtype=object)
+    for i, text in enumerate(rows.texts):
+        out[i] = (str(text), rows.meta_of(i))
+    return out
 
 
 def _c_grid() -> list[dict[str, Any]]:
@@ -289,7 +308,9 @@ def panel_members(
     ]
     if embed is not None:
         members.append(
-            Member("minilm", _c_grid(), _embedding_model, inputs=lambda t: np.asarray(embed(t), np.float64))
+            Member(
+                "minilm", _c_grid(), _embedding_model, inputs=lambda r: np.asarray(embed(r.texts), np.float64)
+            )
         )
     if structured:
         feats = tuple(structured)
@@ -298,6 +319,7 @@ def panel_members(
                 "structured",
                 [{"degree": d, "C": c} for d in STRUCTURED_DEGREES for c in C_GRID],
                 lambda p: StructuredModel(feats, degree=p["degree"], C=p["C"]),
+                inputs=_text_and_meta,
             )
         )
     return members
@@ -350,7 +372,7 @@ def fit_member(
     """Choose the member's hyperparameters by CV on ``train`` only, refit on all of train, score
     every split of ``scored``."""
     y = np.asarray(train.labels, dtype=np.int64)
-    x = member.inputs(list(train.texts))
+    x = member.inputs(train)
     splits = cv_folds(y, train.groups, folds=folds, seed=seed)
     grid: list[dict[str, Any]] = []
     oofs: list[np.ndarray] = []
@@ -364,7 +386,7 @@ def fit_member(
         best = grid[i_best]
         model = member.build(best["params"]).fit(x, y)
         out = {
-            name: _split_scores(rows, model.decision_function(member.inputs(list(rows.texts))))
+            name: _split_scores(rows, model.decision_function(member.inputs(rows)))
             for name, rows in scored.items()
         }
     return MemberResult(member.name, best["params"], best["cv_auroc"], grid, out, oof=oofs[i_best])
@@ -444,6 +466,7 @@ def _rows(split_rows) -> PanelRows:
         texts=list(split_rows.texts),
         labels=np.asarray(split_rows.labels, dtype=np.int64),
         groups=list(split_rows.groups),
+        meta=list(split_rows.meta),
     )
 
 
@@ -498,7 +521,7 @@ def task_panel(
 
     def rows(split: str) -> PanelRows:
         r = _rows(read_split(registry, task_id, split, model=model if task.on_policy else None))
-        return PanelRows(r.ids, render_prompts(task, r.texts, "single"), r.labels, r.groups)
+        return PanelRows(r.ids, render_prompts(task, r.texts, "single"), r.labels, r.groups, r.meta)
 
     scored = {s: rows(s) for s in splits if s in available}
     members = panel_members(task.structured_baseline, embed=embed)

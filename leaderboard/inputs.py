@@ -16,6 +16,7 @@ from rest_framework import serializers
 
 from leaderboard.errors import QueryError
 from leaderboard.selectors.board import BOARD_STATUSES, SORT_KEYS, BoardQuery
+from leaderboard.selectors.reliability import flagged_sort
 
 
 def _text(**kwargs) -> serializers.CharField:
@@ -50,6 +51,13 @@ class BoardQueryInput(serializers.Serializer):
         sort = (value or "score").strip()
         if sort not in SORT_KEYS:
             raise serializers.ValidationError(f"unknown sort key {sort!r}; accepted: {', '.join(SORT_KEYS)}")
+        metric = flagged_sort(sort)
+        if metric is not None:
+            accepted = ", ".join(k for k in SORT_KEYS if flagged_sort(k) is None)
+            raise serializers.ValidationError(
+                f"sort key {sort!r} is off: the reliability diagnostics flag {metric} (see the methodology"
+                f" page); accepted: {accepted}"
+            )
         return sort
 
     def validate_dir(self, value: str) -> str:

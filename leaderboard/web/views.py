@@ -54,6 +54,7 @@ from leaderboard.selectors.exports import examples_export_path, examples_exports
 from leaderboard.selectors.probes import artifact_version_get, probe_detail
 from leaderboard.selectors.progress import board_pending_attach, failures_public, pending_by_category
 from leaderboard.selectors.registry import base_model_detail, base_model_list, task_detail
+from leaderboard.selectors.reliability import reliability_rows
 from leaderboard.selectors.submissions import submission_queue
 from leaderboard.web import plots
 
@@ -343,6 +344,7 @@ def methodology(request):
         "columns": columns,
         "flat_rule": FLAT_RULE,
         "metrics": metric_table.metrics(),
+        "reliability": reliability_rows(),
     }
     return render(request, "leaderboard/methodology.html", context)
 

@@ -204,11 +204,11 @@ def real_registry():
     return load_registry(PROJECT_ROOT)
 
 
-def test_the_second_probes_replace_the_first_as_the_current_references(real_registry):
+def test_each_replacement_replaces_the_one_before_and_the_last_is_the_current_reference(real_registry):
     entries = load_manifest(real_registry)
     by_slug = {e.slug: e for e in entries}
     for model, old, new in (
-        (SMOLLM, "ea-smollm2", "ea-lofo-smollm2"),
+        (SMOLLM, "ea-lofo-smollm2", "ea-ctx-smollm2"),
         (GEMMA, "ea-gemma3", "ea-lofo-gemma3"),
     ):
         assert by_slug[new].replaces == old and by_slug[old].role == by_slug[new].role == "eval_awareness"
@@ -217,6 +217,9 @@ def test_the_second_probes_replace_the_first_as_the_current_references(real_regi
         assert by_slug[new].candidates and len(by_slug[new].candidates) == 10
         # the replaced probe is listed before its replacement (the demo submits it first)
         assert [e.slug for e in entries].index(old) < [e.slug for e in entries].index(new)
+    assert by_slug["ea-lofo-smollm2"].replaces == "ea-smollm2"
+    # the third SmolLM2 reference was chosen over the layers that read context (1 and up)
+    assert by_slug["ea-ctx-smollm2"].candidate_layers(30) == list(range(1, 31))
     formats = split_formats(real_registry, "benchmark-vs-user-v1", "train", ["benchmark-vs-user-v1-q09670-b"])
     assert formats == ["bench4"]
 
@@ -264,7 +267,7 @@ def test_the_recorded_selection_chooses_the_committed_recipe(real_registry):
     """reference.json records every candidate × layer on the format folds; re-applying the rule to
     the record gives the committed probe's method, hyperparameters, position and layer."""
     entries = _selection_entries(real_registry)
-    assert {e.slug for e in entries} == {"ea-lofo-smollm2", "ea-lofo-gemma3"}
+    assert {e.slug for e in entries} == {"ea-lofo-smollm2", "ea-lofo-gemma3", "ea-ctx-smollm2"}
     for entry in entries:
         directory = entry.directory(real_registry.root)
         sidecar = read_sidecar(directory)
@@ -303,7 +306,7 @@ def test_the_smollm2_selection_refits_to_the_committed_probe_at_its_layer(real_r
     from evaluator.reference_probes import compare_artifacts, train_reference
     from tests.evaluator.conftest import model_cache_dir
 
-    entry = next(e for e in _selection_entries(real_registry) if e.base_model == SMOLLM)
+    entry = ea_reference_for(load_manifest(real_registry), SMOLLM)  # the current one, ea-ctx-smollm2
     committed = load_probe(entry.directory(real_registry.root), registry=real_registry)
     lm = load_model(
         SMOLLM, registry=real_registry, cache_dir=model_cache_dir(), device="cpu", dtype="float32"

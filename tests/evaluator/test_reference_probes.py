@@ -26,9 +26,11 @@ from evaluator.reference_probes import (
     SWEEP_RULE,
     choose_layer,
     ea_reference_for,
+    ea_reference_probe_dir,
     grouped_folds,
     load_manifest,
     read_sidecar,
+    record_problems,
 )
 from evaluator.registry import load_registry
 from leaderboard.validation import KNOWN_FIELDS
@@ -175,6 +177,50 @@ def _recorded(entry, root: Path) -> dict:
     return read_sidecar(entry.directory(root))["evaluation"]
 
 
+def test_every_committed_record_is_current(entries, real_registry):
+    """Each reference.json was measured on the committed artifact, the split files and model weights
+    pinned today, against the eval-awareness reference probe `python -m evaluator evaluate` uses by
+    default; probe.json declares what the record measured. Fix: `python -m evaluator
+    reference-probes --reevaluate --only SLUG`."""
+    stale = {e.slug: p for e in entries if (p := record_problems(e, entries, real_registry))}
+    assert not stale, stale
+
+
+def test_a_record_measured_against_another_reference_or_file_is_named_stale(entries, real_registry, tmp_path):
+    import dataclasses
+    import shutil
+
+    entry = next(e for e in entries if e.role != "eval_awareness" and e.base_model == SMOLLM)
+    copy = tmp_path / entry.slug
+    shutil.copytree(entry.directory(real_registry.root), copy)
+    moved = dataclasses.replace(entry, path=str(copy))  # an absolute path: the registry root is not prefixed
+    others = [moved if e.slug == entry.slug else e for e in entries]
+    assert record_problems(moved, others, real_registry) == []
+    # a newer eval-awareness reference for the model makes every auroc_ea of it stale
+    current = ea_reference_for(entries, SMOLLM)
+    newer = dataclasses.replace(
+        current, slug="ea-next", path="registry/reference_probes/ea-next", replaces=current.slug
+    )
+    (problem,) = record_problems(moved, [*others, newer], real_registry)
+    assert (
+        "the current eval-awareness reference of smollm2-135m-instruct is registry/reference_probes/ea-next"
+        in problem
+    )
+    # another split file, other artifact bytes, other declared metrics
+    sidecar = json.loads((copy / SIDECAR).read_text())
+    task_id = next(iter(sidecar["evaluation"]["tasks"]))
+    sidecar["evaluation"]["tasks"][task_id]["split_sha256"]["test"] = "0" * 64
+    (copy / SIDECAR).write_text(json.dumps(sidecar))
+    (copy / ARTIFACT_NAME).write_bytes((copy / ARTIFACT_NAME).read_bytes() + b" ")
+    meta = json.loads((copy / METADATA_NAME).read_text())
+    meta["declared_metrics"]["auroc"] = 0.123
+    (copy / METADATA_NAME).write_text(json.dumps(meta))
+    problems = record_problems(moved, others, real_registry)
+    assert any(p.startswith("artifact is ") for p in problems)
+    assert f"{task_id}/test was measured on a split file that is no longer pinned" in problems
+    assert "probe.json's declared_metrics are not the record's measured aggregate" in problems
+
+
 @pytest.mark.model
 def test_the_smollm2_eval_awareness_probe_reevaluates_to_its_recorded_test_metrics(entries, real_registry):
     """One run on benchmark-vs-user-v1/test (activations from the cache when present)."""
@@ -206,12 +252,12 @@ def test_every_reference_probe_reevaluates_to_its_recorded_metrics(entries, real
 
     for entry in entries:
         recorded = _recorded(entry, real_registry.root)
-        ref = recorded["reference_probe"]
+        # the reference probe `python -m evaluator evaluate` reads by default, not the recorded one
         result = evaluate_probe(
             entry.directory(real_registry.root),
             registry=real_registry,
             cache_dir=model_cache_dir(),
-            reference_probe=real_registry.root / ref if ref else None,
+            reference_probe=ea_reference_probe_dir(real_registry, entry.base_model),
             compute_transfer=False,
             compute_reproduction=False,
             latency_reps=5,

@@ -113,6 +113,29 @@ def test_a_categorical_value_unseen_in_train_reads_as_nothing():
     assert scores[2] == pytest.approx(scores[3])  # unseen and unmatched both read as no category
 
 
+def test_a_field_feature_reads_a_fact_about_the_input_from_the_rows_meta():
+    """The text never names the country; the row's meta does (a gazetteer fact about the city)."""
+    feats = (StructuredFeature("country", kind="categorical", field="country"),)
+    countries = ("Chad", "Peru") * 20
+
+    def rows(n: int, prefix: str) -> PanelRows:
+        r = _rows(
+            [f"Q: Which country is town{i} in?" for i in range(n)],
+            [int(c == "Chad") for c in countries[:n]],
+            prefix,
+        )
+        return PanelRows(r.ids, r.texts, r.labels, r.groups, meta=[{"country": c} for c in countries[:n]])
+
+    member = next(m for m in panel_members(feats) if m.name == "structured")
+    result = fit_member(member, rows(40, "tr"), {"test": rows(20, "te")})
+    assert result.splits["test"].auroc == 1.0
+    # the same rows without meta: the feature is missing everywhere and carries nothing
+    bare = fit_member(
+        member, _rows(rows(40, "tr").texts, list(rows(40, "tr").labels), "tr"), {"test": rows(20, "te")}
+    )
+    assert bare.splits["test"].auroc == 0.5
+
+
 # --------------------------------------------------------------------------- the tasks.yaml key
 
 
@@ -163,6 +186,23 @@ def _feature(**overrides) -> dict:
         ({"features": []}, r"structured_baseline\.features must be a non-empty list"),
         ({"feature": []}, r"structured_baseline: unknown key\(s\) feature; accepted: features"),
         (_feature(weight=2), r"features\[0\]: unknown key\(s\) weight"),
+        (_feature(field="a"), r"features\[0\]: give exactly one of pattern \(read from the text\) or field"),
+        (
+            {"features": [{"name": "said", "field": "output", "kind": "categorical"}]},
+            r"features\[0\]\.field 'output' reads what the base model did or the label",
+        ),
+        (
+            {"features": [{"name": "said", "field": "neutral_output", "kind": "categorical"}]},
+            r"features\[0\]\.field 'neutral_output' reads what the base model did",
+        ),
+        (
+            {"features": [{"name": "y", "field": "label", "kind": "numeric"}]},
+            r"features\[0\]\.field 'label' reads what the base model did or the label",
+        ),
+        (
+            {"features": [{"name": "c", "field": "Country Name", "kind": "categorical"}]},
+            r"features\[0\]\.field must be a meta key",
+        ),
     ],
 )
 def test_a_bad_structured_baseline_is_a_registry_error_naming_the_task_and_key(tmp_path, spec, message):
@@ -176,7 +216,12 @@ def test_the_declared_features_of_the_shipped_tasks_load():
     addition = registry.task("onpolicy-addition-v1").structured_baseline
     assert [(f.name, f.kind) for f in addition] == [("a", "numeric"), ("b", "numeric")]
     assert [f.extract("Q: What is 25 + 24?\nA: 25 + 24 =") for f in addition] == ["25", "24"]
-    (city,) = registry.task("onpolicy-city-country-v1").structured_baseline
+    city, country = registry.task("onpolicy-city-country-v1").structured_baseline
+    assert (country.field, country.kind) == ("country", "categorical")
+    assert country.extract(
+        "Q: Which country is Dordrecht in?\nA: Dordrecht is in", {"country": "The Netherlands"}
+    ) == ("The Netherlands")
+    assert country.extract("Q: Which country is Dordrecht in?", {}) is None
     assert city.extract("Q: Which country is El Mourouj in?\nA: El Mourouj is in") == "El Mourouj"
     assert city.extract("The city of Gràcia is located in the country of") == "Gràcia"
     assert city.extract("Paseh is a city in the country of") == "Paseh"
