@@ -259,6 +259,15 @@ def run_steer(args: argparse.Namespace) -> dict:
 # --------------------------------------------------------------------------- stress
 
 
+def cache_registry_json_args(p: argparse.ArgumentParser) -> None:
+    """The options every command that loads a model shares: the cache, the registry, JSON output."""
+    p.add_argument(
+        "--cache-dir", type=Path, default=None, help="model and activation cache (default: var/cache)"
+    )
+    p.add_argument("--registry", type=Path, default=None, help="project root holding tasks.yaml")
+    p.add_argument("--json", action="store_true", help="print JSON even on a terminal")
+
+
 def _stress_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--probe", required=True, type=Path, help="probe directory (probe.json + probe.safetensors)"
@@ -270,11 +279,7 @@ def _stress_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--scores", action="store_true", help="include every stress row's score")
     p.add_argument("--device", default=None, help="cpu | cuda (default: CUDA when available)")
-    p.add_argument(
-        "--cache-dir", type=Path, default=None, help="model and activation cache (default: var/cache)"
-    )
-    p.add_argument("--registry", type=Path, default=None, help="project root holding tasks.yaml")
-    p.add_argument("--json", action="store_true", help="print JSON even on a terminal")
+    cache_registry_json_args(p)
 
 
 @command("stress", _stress_args)
@@ -327,11 +332,7 @@ def _attack_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the suffix's start and the batches")
     p.add_argument("--suffix-out", type=Path, default=None, help="write the final suffix (safetensors)")
     p.add_argument("--device", default="cpu", help="default cpu")
-    p.add_argument(
-        "--cache-dir", type=Path, default=None, help="model and activation cache (default: var/cache)"
-    )
-    p.add_argument("--registry", type=Path, default=None, help="project root holding tasks.yaml")
-    p.add_argument("--json", action="store_true", help="print JSON even on a terminal")
+    cache_registry_json_args(p)
 
 
 @command("attack", _attack_args)

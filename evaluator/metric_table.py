@@ -185,6 +185,27 @@ METRICS: tuple[Metric, ...] = (
         interval=True,
     ),
     Metric(
+        "stress_auroc",
+        "Stress AUROC",
+        "AUROC on the task's stress split under its worst transform (chat markup, JSON, code comment,"
+        " capitals, typos, a casual or formal frame, dilution in filler), mean over tasks (not in the"
+        " ProbeScore)",
+        0.0,
+        1.0,
+        True,
+        exported=True,
+    ),
+    Metric(
+        "stress_recall",
+        "Stress recall",
+        "recall of the stress split's positives at the threshold fixed at 1% FPR on the clean train"
+        " negatives, under the worst transform, mean over tasks (not in the ProbeScore)",
+        0.0,
+        1.0,
+        True,
+        exported=True,
+    ),
+    Metric(
         "direction_utility",
         "Direction utility",
         "mean over tasks of the steering effect's z against random directions (not in the ProbeScore)",

@@ -193,6 +193,7 @@ def aggregate_stored(
     transfer: Mapping[str, float | None],
     steer: Mapping[str, Any],
     imputed: Mapping[str, str],
+    stress: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``Score.measurements``: the aggregate of :func:`evaluator.measure.aggregate_measurements`
     with what the board keeps beside it: the interval on the mean AUROC (``tests``: each task's
@@ -200,7 +201,8 @@ def aggregate_stored(
     interval) and the mean controlled AUROC (``controlled``, likewise), each with its interval (None
     unless every task has one), the on-policy tasks this base model has no
     behaviour on, the latency's device and model forward, ρ per transfer target, direction
-    utility, and why each imputed component was imputed."""
+    utility, the stress axis (:func:`evaluator.stress.stress_summary`), and why each imputed
+    component was imputed."""
     from evaluator.metrics import auroc_mean_ci
 
     out = dict(aggregate)
@@ -222,6 +224,7 @@ def aggregate_stored(
         "model_forward_ms": latency.get("model_forward_ms"),
         "transfer": dict(transfer),
         **steer,
+        **(stress or {}),
         "imputed": dict(imputed),
     }
 

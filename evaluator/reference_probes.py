@@ -772,10 +772,14 @@ def write_reference(
         "environment": environment(),
         "command": f"python -m evaluator reference-probes --only {trained.entry.slug}",
     }
+    write_sidecar(directory, sidecar)
+    return sidecar
+
+
+def write_sidecar(directory: Path, sidecar: dict[str, Any]) -> None:
     (directory / SIDECAR).write_text(
         json.dumps(sidecar, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
-    return sidecar
 
 
 def read_sidecar(directory: Path) -> dict[str, Any]:
@@ -889,9 +893,7 @@ def reevaluate(
         "environment": environment(),
         "command": f"python -m evaluator reference-probes --reevaluate --only {entry.slug}",
     }
-    (directory / SIDECAR).write_text(
-        json.dumps(sidecar, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
+    write_sidecar(directory, sidecar)
     return sidecar
 
 

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.cli import command, default_cache_dir, summary
+from evaluator.cli import cache_registry_json_args, command, default_cache_dir, summary
 from evaluator.errors import EvaluatorError
 
 #: the fixed reference probe and task the diagnostics run on: an on-policy task (labels from the
@@ -326,11 +326,7 @@ def _reliability_args(p: argparse.ArgumentParser) -> None:
         help="store the table as registry/reliability.json (shown on the methodology page)",
     )
     p.add_argument("--device", default="cpu", help="default cpu")
-    p.add_argument(
-        "--cache-dir", type=Path, default=None, help="model and activation cache (default: var/cache)"
-    )
-    p.add_argument("--registry", type=Path, default=None, help="project root holding tasks.yaml")
-    p.add_argument("--json", action="store_true", help="print JSON even on a terminal")
+    cache_registry_json_args(p)
 
 
 @command("reliability", _reliability_args)

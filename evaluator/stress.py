@@ -72,6 +72,39 @@ def stress_metrics(
     return {"threshold": threshold, "clean": clean, "transforms": transforms, "worst": worst}
 
 
+#: Score.measurements keys of the stress axis (a secondary run per task, beside the ProbeScore)
+STRESS_AUROC_KEY = "stress_auroc"
+STRESS_RECALL_KEY = "stress_recall"
+
+
+def stress_summary(per_task: dict[str, dict[str, Any]], *, pending: Sequence[str] = ()) -> dict[str, Any]:
+    """The stress axis as a Score keeps it, from each task's :func:`stress_metrics`:
+    ``stress_auroc`` and ``stress_recall`` (the mean over tasks of the worst transform's AUROC and
+    recall at the clean threshold; None when no task was measured, or while a task's stress run is
+    ``pending``) and ``stress``: per task the threshold, the clean point, every transform's point
+    and the worst."""
+    tasks = {
+        task_id: {
+            "threshold": r["threshold"],
+            "clean": dict(r["clean"]),
+            "worst": dict(r["worst"]),
+            "transforms": {
+                name: {k: t[k] for k in ("auroc", "recall", "fpr", "n")}
+                for name, t in r["transforms"].items()
+            },
+        }
+        for task_id, r in sorted(per_task.items())
+    }
+    complete = bool(tasks) and not pending
+    return {
+        STRESS_AUROC_KEY: float(np.mean([t["worst"]["auroc"] for t in tasks.values()])) if complete else None,
+        STRESS_RECALL_KEY: float(np.mean([t["worst"]["recall"] for t in tasks.values()]))
+        if complete
+        else None,
+        "stress": tasks,
+    }
+
+
 def stress_probe(
     probe,
     *,

@@ -587,6 +587,7 @@ class EvaluationRun(models.Model):
         HOLDOUT = "holdout"  # quarterly re-evaluation on a minted holdout
         REPRODUCE = "reproduce"  # the recipe re-run on the train split, compared with the artifact
         STEER = "steer"  # direction utility (evaluator.steer): the probe's direction steering the model
+        STRESS = "stress"  # the probe on the task's stress split (evaluator.stress)
 
     probe_version = models.ForeignKey(ProbeVersion, on_delete=models.PROTECT, related_name="runs")
     submission = models.ForeignKey(

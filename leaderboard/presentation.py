@@ -285,6 +285,20 @@ COLUMN_HELP: dict[str, dict[str, str]] = {
         "top": "no ceiling; n/a: not measured (no readout task, not a linear probe, or not a decoder model)",
         "score": "not part of the ProbeScore (shown beside it)",
     },
+    "stress": {
+        "label": "Stress AUROC (worst transform)",
+        "what": "the probe on its tasks' stress splits: each test row rewritten in form with its label kept "
+        "(chat markup, JSON, code comment, capitals, typos, a casual or formal frame, dilution in filler); "
+        "the AUROC under the transform that hurts it most, mean over the tasks that have a stress split "
+        "(the probe page shows every transform, with the recall at the clean 1%-FPR threshold)",
+        "unit": "AUROC",
+        "range": "0–1",
+        "interval": "none",
+        "zero": "0.5: some rewrite of form leaves it at chance",
+        "top": "1: every rewrite keeps its ranking; n/a: not measured (no task of its with a stress split, "
+        "e.g. on-policy tasks only)",
+        "score": "not part of the ProbeScore (shown beside it)",
+    },
 }
 
 
@@ -300,6 +314,7 @@ COLUMN_METRIC = {
     "lift": "lift_over_text",
     "controlled": "controlled_auroc",
     "utility": "direction_utility",
+    "stress": "stress_auroc",
 }
 
 

@@ -170,6 +170,7 @@ def run_execute(*, run: EvaluationRun, progress: Progress) -> RunOutcome:
         Run.Kind.TRANSFER: _transfer,
         Run.Kind.HOLDOUT: _holdout,
         Run.Kind.STEER: _steer,
+        Run.Kind.STRESS: _score,  # the stress split, scored like any split; summed up by the score writer
     }[kind]
     return handler(run, progress)
 

@@ -253,6 +253,10 @@ EVALUATION_DEVICE = env("PROBEBENCH_DEVICE", "") or None
 #: submission (a linear probe on a decoder model). The test suite turns it off (tests/env_defaults.py)
 #: except where a test measures it: each run replays the model 2K+2 times on a subset of rows.
 STEER_RUNS = envbool("PROBEBENCH_STEER_RUNS", "True")
+#: Stress (evaluator.stress): plan a stress run per task with a stress split for every submission
+#: (the probe on the task's test rows rewritten in form). The test suite turns it off
+#: (tests/env_defaults.py) except where a test measures it: a stress split is 8× the test rows.
+STRESS_RUNS = envbool("PROBEBENCH_STRESS_RUNS", "True")
 #: Rows in each task's quarterly holdout, minted from its holdout_pool.
 HOLDOUT_SIZE = envint("PROBEBENCH_HOLDOUT_SIZE", "100", minimum=2)
 

@@ -22,3 +22,5 @@ os.environ.setdefault("PROBEBENCH_RATE_SUBMISSIONS", "1000/hour")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # steer runs (direction utility) replay the model 2K+2 times per task: only where a test asks
 os.environ.setdefault("PROBEBENCH_STEER_RUNS", "False")
+# stress runs score 8× the test rows per task: only where a test asks
+os.environ.setdefault("PROBEBENCH_STRESS_RUNS", "False")

@@ -217,6 +217,16 @@ class LeaderboardRowOutput(serializers.Serializer):
         help_text="does the probe's direction steer the model's behavioural readout: mean over readout"
         " tasks of (effect − random mean)/random sd; null where not measured; not part of the ProbeScore",
     )
+    stress_auroc = serializers.FloatField(
+        allow_null=True,
+        help_text="AUROC on the tasks' stress splits under the worst rewrite of form, mean over tasks; null"
+        " where not measured; not part of the ProbeScore",
+    )
+    stress_recall = serializers.FloatField(
+        allow_null=True,
+        help_text="recall of the stress splits' positives at the clean 1%-FPR threshold under the worst"
+        " rewrite, mean over tasks; null where not measured",
+    )
     badges = BadgesOutput(source="*")
     compare_rank = serializers.IntegerField(allow_null=True)
     compare_total = serializers.FloatField(allow_null=True)

@@ -43,6 +43,7 @@ from evaluator.records import (
     LIFT_OVER_TEXT_KEY,
 )
 from evaluator.registry import COMPONENTS, EVAL_AWARENESS
+from evaluator.stress import STRESS_AUROC_KEY, STRESS_RECALL_KEY
 from leaderboard.errors import QueryError
 from leaderboard.models import (
     BaseModel,
@@ -76,6 +77,7 @@ SORT_KEYS = (
     "lift",
     "controlled",
     "utility",
+    "stress",
     "borda",
     "delta",
 )
@@ -88,6 +90,9 @@ LIFT_KEY, LIFT_CI_KEY = LIFT_OVER_TEXT_KEY, LIFT_OVER_TEXT_CI_KEY
 #: direction utility (evaluator.steer, not part of the ProbeScore): Score.measurements key of the
 #: mean over readout tasks of utility_z; absent or null where it was not measured (n/a)
 UTILITY_KEY = "direction_utility"
+#: stress (evaluator.stress, not part of the ProbeScore): Score.measurements key of the mean over
+#: tasks of the worst stress transform's AUROC; absent or null where not measured (n/a)
+STRESS_KEY = STRESS_AUROC_KEY
 
 
 BOARD_STATUSES = ("active", "deprecated")
@@ -188,6 +193,10 @@ class BoardRow:
     controlled_auroc_ci: list[float] | None = None
     #: direction utility (mean utility_z over readout tasks); None: not measured (n/a)
     direction_utility: float | None = None
+    #: the worst stress transform's AUROC, mean over tasks; None: not measured (n/a)
+    stress_auroc: float | None = None
+    #: the worst stress transform's recall at the clean 1%-FPR threshold, mean over tasks
+    stress_recall: float | None = None
     #: the category board's Borda rank across its tasks, and rank on the latest quarterly holdout
     #: minus rank on test (RankInterval; None: not computed / not measured in that cycle)
     borda_rank: int | None = None
@@ -512,6 +521,10 @@ def board_details_attach(rows: Iterable[BoardRow]) -> None:
             row.controlled_auroc_ci = parse_ci(row.measurements.get(CONTROLLED_AUROC_CI_KEY))
         if isinstance(row.measurements.get(UTILITY_KEY), (int, float)):
             row.direction_utility = float(row.measurements[UTILITY_KEY])
+        if isinstance(row.measurements.get(STRESS_KEY), (int, float)):
+            row.stress_auroc = float(row.measurements[STRESS_KEY])
+        if isinstance(row.measurements.get(STRESS_RECALL_KEY), (int, float)):
+            row.stress_recall = float(row.measurements[STRESS_RECALL_KEY])
     board_intervals_attach(rows)
 
 
@@ -692,6 +705,7 @@ _SORT_EXPRESSIONS: dict[str, Callable[[], F | Func | CombinedExpression]] = {
     "lift": lambda: Cast(KeyTextTransform(LIFT_KEY, "measurements"), FloatField()),
     "controlled": lambda: Cast(KeyTextTransform(CONTROLLED_AUROC_KEY, "measurements"), FloatField()),
     "utility": lambda: Cast(KeyTextTransform(UTILITY_KEY, "measurements"), FloatField()),
+    "stress": lambda: Cast(KeyTextTransform(STRESS_KEY, "measurements"), FloatField()),
     # ranks: "descending" (the default) puts the best first, i.e. the smallest rank or delta
     "borda": lambda: F("rank_interval__borda_rank") * -1,
     "delta": lambda: F("rank_interval__rank_delta") * -1,
@@ -700,7 +714,7 @@ _SORT_EXPRESSIONS: dict[str, Callable[[], F | Func | CombinedExpression]] = {
 
 #: the board's value columns whose spread :func:`board_columns` reads (the rank and the
 #: ProbeScore always separate the entries they rank)
-FLAT_COLUMNS = (*COMPONENTS, "recall", "lift", "controlled", "utility")
+FLAT_COLUMNS = (*COMPONENTS, "recall", "lift", "controlled", "utility", "stress")
 
 
 @dataclass
@@ -783,6 +797,9 @@ def _sort(rows: list[BoardRow], query: BoardQuery) -> list[BoardRow]:
     elif query.sort == "utility":
         board_details_attach(rows)
         key = lambda r: r.direction_utility  # noqa: E731
+    elif query.sort == "stress":
+        board_details_attach(rows)
+        key = lambda r: r.stress_auroc  # noqa: E731
     elif query.sort in ("borda", "delta"):
         board_details_attach(rows)
         attr = "borda_rank" if query.sort == "borda" else "rank_delta"

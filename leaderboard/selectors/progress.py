@@ -195,7 +195,13 @@ def failures_public() -> list[PublicFailure]:
 
 #: the axes shown, in display order: a probe's own runs outside any cycle (the shared reference
 #: runs and the quarterly holdouts are not its axes)
-AXES: tuple[str, ...] = (Run.Kind.SCORE, Run.Kind.TRANSFER, Run.Kind.REPRODUCE, Run.Kind.STEER)
+AXES: tuple[str, ...] = (
+    Run.Kind.SCORE,
+    Run.Kind.TRANSFER,
+    Run.Kind.REPRODUCE,
+    Run.Kind.STEER,
+    Run.Kind.STRESS,
+)
 FINISHED = (Run.Status.SUCCEEDED, Run.Status.FAILED)
 
 

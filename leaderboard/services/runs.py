@@ -30,7 +30,7 @@ from django.utils import timezone
 from evaluator import CODE_VERSION
 from evaluator.applicability import ModelReads, ProbeReads, applicability
 from evaluator.errors import EvaluatorError, InfrastructureError, RegistryError
-from evaluator.registry import EVAL_AWARENESS
+from evaluator.registry import EVAL_AWARENESS, STRESS_SPLIT
 from leaderboard import runner
 from leaderboard.errors import InfrastructureFault
 from leaderboard.models import BaseModel, EvaluationRun, ProbeVersion, Submission, Task, TaskSplit
@@ -78,7 +78,9 @@ def evaluation_runs_plan(*, version: ProbeVersion, submission: Submission) -> li
     - reproduce / transfer: with a recipe, the recipe re-run on the source model and re-fit on
       every other enabled base model;
     - steer: direction utility (evaluator.steer) on each task with a behavioural readout, for a
-      linear probe on a decoder model (``settings.STEER_RUNS``).
+      linear probe on a decoder model (``settings.STEER_RUNS``);
+    - stress: the artifact on each task's stress split (evaluator.stress), for every task that has
+      one (``settings.STRESS_RUNS``).
     """
     probe = version.probe
     # only the tasks it can read (its input's template, its model's files for an on-policy task):
@@ -107,6 +109,7 @@ def evaluation_runs_plan(*, version: ProbeVersion, submission: Submission) -> li
             submission=submission,
         )
     new += _runs_get_or_create(steer_runs_planned(version=version, tasks=tasks), submission=submission)
+    new += _runs_get_or_create(stress_runs_planned(version=version, tasks=tasks), submission=submission)
     return new
 
 
@@ -130,6 +133,20 @@ def steer_runs_planned(*, version: ProbeVersion, tasks: list[Task]) -> list[tupl
         registry=reg, base_model=probe.base_model_id, probe_kind=version.kind, task_ids=list(by_slug)
     )
     return [(version, Run.Kind.STEER, by_slug[s], "test", probe.base_model_id) for s in slugs]
+
+
+def stress_runs_planned(*, version: ProbeVersion, tasks: list[Task]) -> list[tuple]:
+    """(version, stress, task, "stress", model) for each task with a stress split (tasks.yaml's
+    ``stress``; an on-policy task has none)."""
+    if not settings.STRESS_RUNS:
+        return []
+    reg = runner.registry()
+    model = version.probe.base_model_id
+    return [
+        (version, Run.Kind.STRESS, t, STRESS_SPLIT, model)
+        for t in tasks
+        if t.slug in reg.tasks and reg.task(t.slug).stress is not None
+    ]
 
 
 def score_runs_plan(

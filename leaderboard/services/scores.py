@@ -97,6 +97,35 @@ def steer_summary(runs: list[EvaluationRun]) -> dict[str, Any]:
     return {"direction_utility": direction_utility(list(tasks.values())), "steer": tasks}
 
 
+def stress_measurements(
+    stresses: dict[str, EvaluationRun], by_task: dict[str, dict[str, EvaluationRun]]
+) -> dict[str, Any]:
+    """The stress axis (beside the ProbeScore, never in it): each task's stress run read against
+    its clean train and test runs (evaluator.stress), summed up by :func:`evaluator.stress.stress_summary`;
+    the means wait while a stress run is still queued or running. {} when no stress run exists."""
+    from evaluator.stress import stress_metrics, stress_summary
+
+    if not stresses:
+        return {}
+    per_task, pending = {}, []
+    for task_id, run in sorted(stresses.items()):
+        splits = by_task.get(task_id, {})
+        if run.status not in TERMINAL:
+            pending.append(task_id)
+            continue
+        if run.status != Run.Status.SUCCEEDED or "train" not in splits or "test" not in splits:
+            continue  # a failed stress run leaves the task out (its error is on the run)
+        train = ScoredExamples.from_records(splits["train"].example_scores)
+        test = ScoredExamples.from_records(splits["test"].example_scores)
+        stress = ScoredExamples.from_records(run.example_scores)
+        per_task[task_id] = stress_metrics(
+            train_negatives=train.scores[train.labels == 0],
+            test=(test.labels, test.scores),
+            stress=(stress.ids, stress.labels, stress.scores),
+        )
+    return stress_summary(per_task, pending=pending)
+
+
 def measurements_compute(
     *,
     version: ProbeVersion,
@@ -110,7 +139,7 @@ def measurements_compute(
     (empty when the base model has no reference probe).
     """
     by_task: dict[str, dict[str, EvaluationRun]] = defaultdict(dict)
-    reproduce, transfers, steers = None, [], []
+    reproduce, transfers, steers, stresses = None, [], [], {}
     for run in runs:
         if run.kind == Run.Kind.SCORE and run.status == Run.Status.SUCCEEDED:
             by_task[run.task_id][run.split] = run
@@ -120,6 +149,8 @@ def measurements_compute(
             transfers.append(run)
         elif run.kind == Run.Kind.STEER:
             steers.append(run)
+        elif run.kind == Run.Kind.STRESS:
+            stresses[run.task_id] = run
     ea_applicable = version.probe.category_id != EVAL_AWARENESS
     per_task, extras = {}, {}
     for task_id, splits in sorted(by_task.items()):
@@ -211,6 +242,7 @@ def measurements_compute(
         latency=latencies[0],
         transfer={r.base_model_id: r.metrics.get("transfer", {}).get("pearson") for r in transfers},
         steer=steer_summary(steers),
+        stress=stress_measurements(stresses, by_task),
         imputed=imputed,
     )
     return {

@@ -290,6 +290,10 @@ def _component_cell(row, key: str, label: str, measured_only: bool) -> str:
         if row.direction_utility is None:
             return '<td class="num utility na"><abbr title="not measured: no readout task or not a linear probe on a decoder">n/a</abbr></td>'
         return f'<td class="num utility" title="{_e(label)}">{num(row.direction_utility)}</td>'
+    if key == "stress":  # beside the ProbeScore, never in it
+        if row.stress_auroc is None:
+            return '<td class="num stress na"><abbr title="not measured: no task of its with a stress split, or pending">n/a</abbr></td>'
+        return f'<td class="num stress" title="{_e(label)}">{num(row.stress_auroc)}</td>'
     c = row.components.get(key)
     if not c:
         return '<td class="num">—</td>'

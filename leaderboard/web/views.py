@@ -113,6 +113,9 @@ def _sort_headers(board: Board, params, stats: BoardColumns) -> list[dict]:
     columns.append({"key": "lift", "label": "Lift over text", "short": "Lift/text", "weight": None})
     columns.append({"key": "controlled", "label": "Controlled AUROC", "short": "Ctrl AUROC", "weight": None})
     columns.append({"key": "utility", "label": "Direction utility", "short": "Dir. utility", "weight": None})
+    columns.append(
+        {"key": "stress", "label": "Stress AUROC (worst transform)", "short": "Stress", "weight": None}
+    )
     columns.append({"key": "borda", "label": "Borda rank", "short": "Borda", "weight": None})
     columns.append({"key": "delta", "label": "Rank delta (holdout − test)", "short": "Δrank", "weight": None})
     if stats.saturated:
