@@ -72,6 +72,15 @@ def examples_export_task(quarter: str) -> dict:
     return examples_export_write(quarter)
 
 
+@shared_task(acks_late=True)
+def reliability_measure_task(quarter: str) -> dict:
+    """Measure the metric reliability table once a quarterly cycle completed (a model forward and
+    refits of one reference probe; a duplicate message rewrites the same file)."""
+    from leaderboard.services.reliability import reliability_measure
+
+    return reliability_measure(quarter)
+
+
 @worker_process_init.connect
 def model_libraries_import_at_start(**kwargs) -> None:
     """Each worker process imports torch, transformers and the rest before its first run: a run

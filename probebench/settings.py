@@ -257,6 +257,10 @@ STEER_RUNS = envbool("PROBEBENCH_STEER_RUNS", "True")
 #: (the probe on the task's test rows rewritten in form). The test suite turns it off
 #: (tests/env_defaults.py) except where a test measures it: a stress split is 8× the test rows.
 STRESS_RUNS = envbool("PROBEBENCH_STRESS_RUNS", "True")
+#: Metric reliability (evaluator.reliability): measure the table again when a quarterly cycle
+#: completes (one reference probe refit and scored on a base model). The test suite turns it off
+#: (tests/env_defaults.py) except where a test measures it.
+RELIABILITY_EACH_CYCLE = envbool("PROBEBENCH_RELIABILITY_EACH_CYCLE", "True")
 #: Rows in each task's quarterly holdout, minted from its holdout_pool.
 HOLDOUT_SIZE = envint("PROBEBENCH_HOLDOUT_SIZE", "100", minimum=2)
 

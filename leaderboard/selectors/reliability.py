@@ -1,14 +1,19 @@
-"""The metric reliability table (evaluator/reliability.py, committed as registry/reliability.json):
-shown on the methodology page; a metric it flags is not a sort order of the board."""
+"""The metric reliability table (evaluator/reliability.py): the newest one a quarterly cycle
+measured (``DATA_DIR/reliability/QUARTER.json``, leaderboard.services.reliability), else the one
+committed as registry/reliability.json. Shown on the methodology page; a metric it flags is not a
+sort order of the board."""
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
+from evaluator.errors import EvaluatorError
+from evaluator.holdouts import quarter_validate
 from evaluator.reliability import DIAGNOSTICS, RECORD, read_record
 
 #: the board's sort keys that order by one metric of the table (sort key → metric name)
@@ -21,19 +26,48 @@ SORT_METRIC = {
 }
 
 
-@lru_cache(maxsize=1)
+def reliability_dir() -> Path:
+    return Path(settings.DATA_DIR) / "reliability"
+
+
+def _newest_cycle_table() -> Path | None:
+    """The newest quarter's table a cycle wrote (a file not named after a quarter is ignored)."""
+    root = reliability_dir()
+    if not root.is_dir():
+        return None
+    found = []
+    for path in root.glob("*.json"):
+        try:
+            found.append((quarter_validate(path.stem), path))
+        except EvaluatorError:
+            continue
+    return max(found)[1] if found else None
+
+
+@lru_cache(maxsize=4)
 def _read(path: Path, mtime_ns: int) -> dict[str, Any] | None:  # noqa: ARG001 - the cache key
-    return read_record(path.parents[1])
+    if path.name == RECORD.name and path.parent.name == RECORD.parent.name:
+        return read_record(path.parents[1])
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # a damaged cycle table: the committed one is shown instead
+        return None
 
 
 def reliability() -> dict[str, Any] | None:
-    """The committed table (re-read when the file changes), or None when there is none."""
-    path = Path(settings.REGISTRY_ROOT) / RECORD
-    try:
-        mtime = path.stat().st_mtime_ns
-    except FileNotFoundError:
-        return None
-    return _read(path, mtime)
+    """The newest cycle's table, else the committed one (re-read when the file changes); None when
+    there is neither."""
+    for path in (_newest_cycle_table(), Path(settings.REGISTRY_ROOT) / RECORD):
+        if path is None:
+            continue
+        try:
+            mtime = path.stat().st_mtime_ns
+        except FileNotFoundError:
+            continue
+        found = _read(path, mtime)
+        if isinstance(found, dict) and isinstance(found.get("metrics"), dict):
+            return found
+    return None
 
 
 def flagged_metrics() -> list[str]:
@@ -72,4 +106,5 @@ def reliability_rows() -> dict[str, Any] | None:
         "rows": rows,
         "flagged": list(found.get("flagged") or []),
         "command": found.get("command"),
+        "quarter": found.get("quarter"),
     }

@@ -49,6 +49,7 @@ from leaderboard.services.leakage import leakage_record_open
 from leaderboard.services.runs import (
     EXAMPLES_EXPORT_TASK,
     RANK_INTERVALS_REFRESH_TASK,
+    RELIABILITY_MEASURE_TASK,
     evaluation_runs_dispatch_on_commit,
     task_delay,
 )
@@ -320,6 +321,8 @@ def _cycle_followups(quarter: str, categories: list[str]) -> None:
     for category_id in categories:
         task_delay(RANK_INTERVALS_REFRESH_TASK, category_id, True)
     task_delay(EXAMPLES_EXPORT_TASK, quarter)
+    if settings.RELIABILITY_EACH_CYCLE:
+        task_delay(RELIABILITY_MEASURE_TASK, quarter)
 
 
 def _holdout_aurocs(runs: list[EvaluationRun]) -> dict[str, float] | None:

@@ -47,6 +47,7 @@ EXECUTE_TASK = "leaderboard.tasks.evaluation_run_execute_task"
 REFERENCE_UPDATE_ADVANCE_TASK = "leaderboard.tasks.reference_update_advance_task"
 RANK_INTERVALS_REFRESH_TASK = "leaderboard.tasks.rank_intervals_refresh_task"
 EXAMPLES_EXPORT_TASK = "leaderboard.tasks.examples_export_task"
+RELIABILITY_MEASURE_TASK = "leaderboard.tasks.reliability_measure_task"
 OnFinished = Callable[[EvaluationRun], None]
 
 

@@ -69,3 +69,69 @@ def test_without_a_flag_every_sort_key_is_accepted(client, board):
     for key in ("lift", "controlled", "recall", "auroc_ds"):
         response = client.get("/api/v1/leaderboard", {"category": "hallucination", "sort": key})
         assert response.status_code == 200, (key, response.content)
+
+
+def _cycle_table(flagged: list[str]) -> dict:
+    from django.conf import settings
+
+    record = read_record(settings.REGISTRY_ROOT)
+    return record | {"quarter": "2027Q1", "command": "cycle 2027Q1", "flagged": flagged}
+
+
+def test_the_newest_cycle_table_replaces_the_committed_one(client, registry, settings, tmp_path, board):
+    import json
+
+    from leaderboard.selectors.reliability import reliability_dir
+
+    settings.DATA_DIR = tmp_path
+    reliability_dir().mkdir(parents=True)
+    (reliability_dir() / "2026Q4.json").write_text(json.dumps(_cycle_table([]) | {"quarter": "2026Q4"}))
+    (reliability_dir() / "2027Q1.json").write_text(json.dumps(_cycle_table(["controlled_auroc"])))
+    (reliability_dir() / "notes.json").write_text("{}")  # not a quarter: ignored
+    page = htmllib.unescape(client.get(reverse("leaderboard:methodology")).content.decode())
+    assert "Measured when the 2027Q1 re-evaluation cycle completed." in page
+    section = page[page.index('<h2 id="reliability">') : page.index('<h2 id="imputation">')]
+    assert "flagged now:" in section and "<code>controlled_auroc</code>" in section
+    response = client.get("/api/v1/leaderboard", {"category": "hallucination", "sort": "controlled"})
+    assert response.status_code == 400 and response.json()["field"] == "sort"
+    # a damaged newest table: the committed one is shown
+    (reliability_dir() / "2027Q1.json").write_text("{not json")
+    (reliability_dir() / "2026Q4.json").unlink()
+    page = htmllib.unescape(client.get(reverse("leaderboard:methodology")).content.decode())
+    assert "(committed; each completed quarterly cycle measures it again)" in page
+
+
+def test_a_completed_cycle_measures_the_table_again(settings, monkeypatch, registry):
+    from leaderboard.services import reevaluation
+
+    calls = []
+    monkeypatch.setattr(reevaluation, "task_delay", lambda name, *args: calls.append((name, args)))
+    settings.RELIABILITY_EACH_CYCLE = True
+    reevaluation._cycle_followups("2027Q1", [])
+    assert ("leaderboard.tasks.reliability_measure_task", ("2027Q1",)) in calls
+    calls.clear()
+    settings.RELIABILITY_EACH_CYCLE = False
+    reevaluation._cycle_followups("2027Q1", [])
+    assert all(name != "leaderboard.tasks.reliability_measure_task" for name, _ in calls)
+
+
+@pytest.mark.model
+def test_the_cycle_task_writes_the_table_the_page_shows(client, registry, settings, tmp_path):
+    """The task a completed cycle publishes, run on the real registry and SmolLM2."""
+    import json
+
+    from leaderboard.selectors.reliability import reliability, reliability_dir
+    from leaderboard.tasks import reliability_measure_task
+
+    settings.DATA_DIR = tmp_path
+    out = reliability_measure_task("2027Q1")
+    written = json.loads((reliability_dir() / "2027Q1.json").read_text())
+    assert out == {
+        "quarter": "2027Q1",
+        "flagged": written["flagged"],
+        "path": str(reliability_dir() / "2027Q1.json"),
+    }
+    assert written["quarter"] == "2027Q1" and list(written["metrics"]) == list(METRICS)
+    assert reliability()["quarter"] == "2027Q1"
+    page = htmllib.unescape(client.get(reverse("leaderboard:methodology")).content.decode())
+    assert "Measured when the 2027Q1 re-evaluation cycle completed." in page
