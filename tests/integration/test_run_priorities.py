@@ -48,6 +48,7 @@ def test_run_kinds_are_routed_to_their_queues():
         "transfer": SECONDARY_QUEUE,
         "reproduce": SECONDARY_QUEUE,
         "steer": SECONDARY_QUEUE,
+        "stress": SECONDARY_QUEUE,
     }
 
 
