@@ -23,9 +23,8 @@ computed with the probe's own scoring on the pooled vectors, so the printed scor
 reported recall exactly. Decoder base models only (an encoder's input embeddings carry position and
 type terms the suffix would have to fake).
 
-``python -m evaluator attack --probe DIR --task T [--steps N] --json`` prints the result;
-:func:`apply_suffix` scores any probe of the same base model under a stored suffix (the transfer
-attack: a suffix fit against one probe, applied to another).
+``python -m evaluator attack --probe DIR --task T [--steps N] --json`` prints the result
+(``--suffix-out`` keeps the suffix; applying it to other probes, the transfer attack, is not built yet).
 """
 
 from __future__ import annotations
@@ -247,15 +246,6 @@ def optimise_suffix(
             if on_step is not None:
                 on_step(step, suffix.detach())
     return suffix.detach()
-
-
-def apply_suffix(
-    lm: LoadedModel, probe: Probe, prompts: Sequence[str], suffix: Any, *, max_length: int
-) -> np.ndarray:
-    """``probe``'s scores of ``prompts`` with ``suffix`` appended (the transfer attack)."""
-    encoded = _encode(lm, prompts, max_length)
-    with lm.lock:
-        return _scores(lm, probe, encoded, range(len(encoded.ids)), suffix)
 
 
 def attack_probe(
