@@ -328,9 +328,22 @@ def _attack_args(p: argparse.ArgumentParser) -> None:
         "--probe", required=True, type=Path, help="probe directory (probe.json + probe.safetensors)"
     )
     p.add_argument("--task", required=True, help="a task of the probe's category")
-    p.add_argument("--steps", type=int, default=None, help="Adam steps on the suffix (default 200; 0..5000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the suffix's start and the batches")
+    p.add_argument(
+        "--steps", type=int, default=None, help="Adam steps on the suffix (default: the protocol's; 0..5000)"
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of the suffix's start and the batches (default: the protocol's)",
+    )
     p.add_argument("--suffix-out", type=Path, default=None, help="write the final suffix (safetensors)")
+    p.add_argument(
+        "--suffix-in",
+        type=Path,
+        default=None,
+        help="apply this suffix (from --suffix-out, same base model) instead of optimising one: the transfer attack",
+    )
     p.add_argument("--device", default="cpu", help="default cpu")
     cache_registry_json_args(p)
 
@@ -339,20 +352,23 @@ def _attack_args(p: argparse.ArgumentParser) -> None:
 def run_attack(args: argparse.Namespace) -> dict:
     """A universal soft suffix optimised against the frozen probe (evaluator/attack.py): recall of
     the test positives at the 1%-FPR threshold, clean and attacked, and the steps to halve it."""
-    from evaluator.attack import STEPS, attack_probe
+    from evaluator.attack import attack_probe
     from evaluator.registry import load_registry
 
-    if not 0 <= args.seed <= 2**31 - 1:
+    if args.seed is not None and not 0 <= args.seed <= 2**31 - 1:
         raise EvaluatorError(f"--seed {args.seed}: accepted 0..{2**31 - 1}")
+    if args.suffix_in is not None and args.steps is not None:
+        raise EvaluatorError("--suffix-in applies a stored suffix: it takes no --steps")
     return attack_probe(
         args.probe,
         task_id=args.task,
         registry=load_registry(args.registry),
         cache_dir=args.cache_dir or default_cache_dir(),
-        steps=STEPS if args.steps is None else args.steps,
+        steps=args.steps,
         seed=args.seed,
         device=args.device,
         suffix_out=args.suffix_out,
+        suffix_in=args.suffix_in,
     )
 
 
@@ -364,8 +380,13 @@ def attack_summary(result: object) -> str:
     lines = [
         f"{result['probe']} on {result['task']}: threshold {result['threshold']:.4g} (1% FPR on clean train negatives)",
         f"recall of {result['n_positives']} test positives: clean {result['recall_clean']:.3f},"
-        f" attacked {result['recall_attacked']:.3f} after {result['steps']} steps;"
-        f" halved {'at step ' + str(half) if half is not None else 'never within the budget'}",
+        f" attacked {result['recall_attacked']:.3f} "
+        + (
+            f"under the suffix made against {result['transfer_from'].get('probe') or '?'} (transfer);"
+            if result.get("transfer_from")
+            else f"after {result['steps']} steps;"
+        )
+        + f" halved {'at step ' + str(half) if half is not None else 'never within the budget'}",
         "curve: " + ", ".join(f"{c['step']}: {c['recall']:.3f}" for c in result["curve"]),
     ]
     return "\n".join(lines) + "\n"

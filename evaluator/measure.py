@@ -171,12 +171,15 @@ def aggregate_measurements(
     has_reference: bool,
     imputation: Mapping[str, float],
     did_transfer: bool = True,
+    goodhart: float | None = None,
+    goodhart_note: str = "the attack was not run",
 ):
     """Means over tasks → (aggregate dict, imputed reasons, scoring.Measurements).
 
     Pure: the pipeline calls it with metrics recomputed from stored per-example scores, the CLI
     with freshly measured ones; both get the same numbers. ``lifts``: BaselineResult dicts.
-    ``transfer_pearsons``: one Pearson per target model (None: not measured).
+    ``transfer_pearsons``: one Pearson per target model (None: not measured). ``goodhart``: the
+    Goodhart resistance from the robustness runs (None: not measured, for ``goodhart_note``).
     """
     imputed: dict[str, str] = {}
     auroc = float(np.mean([m.auroc for m in metrics]))
@@ -224,7 +227,11 @@ def aggregate_measurements(
         rho_ce=rho,
         ea_not_applicable=not ea_applicable,
         auroc_ds_partial_note=partial_note,
+        goodhart=goodhart,
+        goodhart_note="" if goodhart is not None else goodhart_note,
     )
+    if goodhart is None:
+        imputed["goodhart"] = goodhart_note
     keys = ("auroc", "auroc_ea", "auroc_ds", "ece", "rho_ce", "latency_ms", "license", "ea_not_applicable")
     aggregate = {
         **{k: getattr(measurements, k) for k in keys},

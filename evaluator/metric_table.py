@@ -206,6 +206,30 @@ METRICS: tuple[Metric, ...] = (
         exported=True,
     ),
     Metric(
+        "goodhart_resistance",
+        "Goodhart resistance",
+        "recall of the test positives under the protocol's soft-suffix attack (16 free input embeddings"
+        " optimised against the frozen probe) relative to the clean recall, both at the threshold fixed"
+        " at 1% FPR on the clean train negatives, clipped to [0, 1], mean over tasks (the goodhart"
+        " component from weights spec v0.0.2; per task under measurements.robustness)",
+        0.0,
+        1.0,
+        True,
+        per_task=False,
+        exported=True,
+    ),
+    Metric(
+        "attack_recall",
+        "Recall under attack",
+        "recall of the test positives under the protocol's soft-suffix attack at the clean 1%-FPR"
+        " threshold, mean over tasks (not in the ProbeScore; per task under measurements.robustness)",
+        0.0,
+        1.0,
+        True,
+        per_task=False,
+        exported=True,
+    ),
+    Metric(
         "direction_utility",
         "Direction utility",
         "mean over tasks of the steering effect's z against random directions (not in the ProbeScore)",

@@ -48,7 +48,7 @@ from evaluator.scoring import Measurements, probe_score, ranking_key
 
 #: components whose measurements the bootstrap recomputes from resampled rows, and those held fixed
 RESAMPLED_COMPONENTS = ("auroc", "auroc_ea", "auroc_ds", "calibration")
-FIXED_COMPONENTS = ("rho_ce", "latency", "license")
+FIXED_COMPONENTS = ("rho_ce", "latency", "license", "goodhart")
 
 
 @dataclass(frozen=True)

@@ -194,6 +194,7 @@ def aggregate_stored(
     steer: Mapping[str, Any],
     imputed: Mapping[str, str],
     stress: Mapping[str, Any] | None = None,
+    robustness: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``Score.measurements``: the aggregate of :func:`evaluator.measure.aggregate_measurements`
     with what the board keeps beside it: the interval on the mean AUROC (``tests``: each task's
@@ -201,7 +202,8 @@ def aggregate_stored(
     interval) and the mean controlled AUROC (``controlled``, likewise), each with its interval (None
     unless every task has one), the on-policy tasks this base model has no
     behaviour on, the latency's device and model forward, ρ per transfer target, direction
-    utility, the stress axis (:func:`evaluator.stress.stress_summary`), and why each imputed
+    utility, the stress axis (:func:`evaluator.stress.stress_summary`), the robustness axis
+    (:func:`evaluator.attack.robustness_summary`), and why each imputed
     component was imputed."""
     from evaluator.metrics import auroc_mean_ci
 
@@ -225,6 +227,7 @@ def aggregate_stored(
         "transfer": dict(transfer),
         **steer,
         **(stress or {}),
+        **(robustness or {}),
         "imputed": dict(imputed),
     }
 
@@ -283,4 +286,6 @@ def measurements_from_stored(m: Mapping[str, Any], *, license_id: str = "") -> M
         rho_ce=m.get("rho_ce"),
         ea_not_applicable=bool(m.get("ea_not_applicable")),
         auroc_ds_partial_note=note,
+        goodhart=m.get("goodhart_resistance"),
+        goodhart_note="" if m.get("goodhart_resistance") is not None else imputed.get("goodhart", ""),
     )

@@ -47,7 +47,12 @@ COMPONENTS: tuple[str, ...] = (
     "rho_ce",
     "latency",
     "license",
+    "goodhart",
 )
+#: Components added after the first weights spec, with the spec that introduced each: a spec older
+#: than that may leave it out (weight 0 under it), so adding a component never changes the scores
+#: stored under an earlier spec. A spec from that version on must name it.
+COMPONENT_SINCE: dict[str, str] = {"goodhart": "v0.0.2"}
 MAX_COMPONENT_WEIGHT = 0.30  # Norm 1: the component cap.
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _TASK_ID = re.compile(r"^[a-z0-9][a-z0-9-]*-v[0-9]+$")
@@ -321,6 +326,23 @@ class SteeringSettings:
 
 
 @dataclass(frozen=True)
+class AttackSettings:
+    """A protocol's ``attack`` section: the adversary's budget against a frozen probe
+    (evaluator.attack): a universal soft suffix of ``suffix_tokens`` free input embeddings,
+    ``steps`` Adam steps on batches of ``batch`` train positives at ``learning_rate`` × the RMS of
+    the input-embedding table, seeded by ``seed``; recall measured on the test positives at
+    ``checkpoints`` and every ``eval_every`` steps after the last of them."""
+
+    suffix_tokens: int
+    steps: int
+    batch: int
+    learning_rate: float
+    seed: int
+    checkpoints: tuple[int, ...]
+    eval_every: int
+
+
+@dataclass(frozen=True)
 class Protocol:
     """A named, versioned measurement protocol (registry/protocols/<id>.yaml)."""
 
@@ -341,6 +363,8 @@ class Protocol:
     sha256: str  # of the protocol file's bytes
     #: direction utility settings; None: the protocol does not measure it
     steering: SteeringSettings | None = None
+    #: the adversary's budget; None: the protocol does not measure robustness to an attack
+    attack: AttackSettings | None = None
 
     def summary(self) -> dict[str, Any]:
         """JSON-able facts recorded beside every number measured under the protocol."""
@@ -839,9 +863,14 @@ def load_weights_spec(path: Path) -> WeightsSpec:
     if not _SPEC_VERSION.match(version):
         raise RegistryError(f"{path}: version {version!r} must look like v0.0.1")
     weights = data["weights"]
-    if set(weights) != set(COMPONENTS):
+    if not isinstance(weights, dict):
+        raise RegistryError(f"{path}: weights must be a mapping of component to weight")
+    named = [
+        c for c in COMPONENTS if c not in COMPONENT_SINCE or _version_at_least(version, COMPONENT_SINCE[c])
+    ]
+    if set(weights) != set(named):
         raise RegistryError(
-            f"{path}: weights must name exactly the components {', '.join(COMPONENTS)};"
+            f"{path}: weights must name exactly the components {', '.join(named)} (spec {version});"
             f" got {', '.join(sorted(weights))}"
         )
     for name, w in weights.items():
@@ -855,7 +884,7 @@ def load_weights_spec(path: Path) -> WeightsSpec:
     if not math.isclose(total, 1.0, abs_tol=1e-9):
         raise RegistryError(f"{path}: weights sum to {total:.6g}, they must sum to 1.0")
     imputation = data.get("imputation") or {}
-    for name in ("auroc_ea", "auroc_ds", "rho_ce"):
+    for name in ("auroc_ea", "auroc_ds", "rho_ce", *(c for c in COMPONENT_SINCE if c in weights)):
         if name not in imputation:
             raise RegistryError(f"{path}: imputation.{name} is required")
     released = data.get("released", "")
@@ -865,10 +894,19 @@ def load_weights_spec(path: Path) -> WeightsSpec:
         version=version,
         released=str(released),
         description=data.get("description", ""),
-        weights={k: float(weights[k]) for k in COMPONENTS},
+        weights={k: float(weights.get(k, 0.0)) for k in COMPONENTS},
         imputation={k: float(v) for k, v in imputation.items()},
         sha256=sha256_file(path),
     )
+
+
+def _version_at_least(version: str, since: str) -> bool:
+    """Whether spec ``version`` ("v0.0.2") is ``since`` or later."""
+
+    def key(v: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in v.lstrip("v").split("."))
+
+    return key(version) >= key(since)
 
 
 def load_weights_specs(directory: Path) -> dict[str, WeightsSpec]:
@@ -965,6 +1003,7 @@ def load_protocol(path: Path) -> Protocol:
             seed=int(st["seed"]),
             ablation_min_readout_auroc=float(st["ablation_min_readout_auroc"]),
         )
+    attack = _attack_settings(data.get("attack"), where) if data.get("attack") is not None else None
     return Protocol(
         id=pid,
         released=str(released),
@@ -989,6 +1028,37 @@ def load_protocol(path: Path) -> Protocol:
         ),
         sha256=sha256_file(path),
         steering=steering,
+        attack=attack,
+    )
+
+
+def _attack_settings(at: Any, where: str) -> AttackSettings:
+    """The ``attack`` section of a protocol file, checked."""
+    keys = ("suffix_tokens", "steps", "batch", "learning_rate", "seed", "checkpoints", "eval_every")
+    if not isinstance(at, dict):
+        raise RegistryError(f"{where}: attack must be a mapping with {', '.join(keys)}")
+    _require(at, keys, f"{where}: attack")
+    for key in ("suffix_tokens", "steps", "batch", "eval_every"):
+        _number(at[key], f"{where}: attack.{key}", integer=True)
+    _number(at["learning_rate"], f"{where}: attack.learning_rate")
+    _number(at["seed"], f"{where}: attack.seed", integer=True, positive=False)
+    points = at["checkpoints"]
+    if (
+        not isinstance(points, list)
+        or not points
+        or any(isinstance(c, bool) or not isinstance(c, int) for c in points)
+        or points != sorted(set(points))
+        or points[0] != 0
+    ):
+        raise RegistryError(f"{where}: attack.checkpoints must be increasing integers starting at 0")
+    return AttackSettings(
+        suffix_tokens=int(at["suffix_tokens"]),
+        steps=int(at["steps"]),
+        batch=int(at["batch"]),
+        learning_rate=float(at["learning_rate"]),
+        seed=int(at["seed"]),
+        checkpoints=tuple(int(c) for c in points),
+        eval_every=int(at["eval_every"]),
     )
 
 

@@ -1,7 +1,10 @@
-"""ProbeScore: the weighted composite of seven components.
+"""ProbeScore: the weighted composite of eight components.
 
     ProbeScore = w_auroc·AUROC + w_ea·AUROC_ea + w_ds·AUROC_ds + w_ece·(1 − 2·ECE)
-               + w_ce·ρ_CE + w_lat·(1 − log10(ms)/4) + w_lic·L
+               + w_ce·ρ_CE + w_lat·(1 − log10(ms)/4) + w_lic·L + w_gh·G
+
+G, the Goodhart resistance, is the recall of the test positives under the protocol's attack relative
+to the clean recall (evaluator.attack); a spec older than v0.0.2 gives it weight 0.
 
 Weights and imputation factors come only from a weights spec (registry/weights/*.yaml); nothing
 here hard-codes them. Missing measurements are imputed conservatively and flagged (norm 3).
@@ -63,6 +66,10 @@ class Measurements:
     rho_ce: float | None = None
     #: probes of the eval_awareness category: the correction does not apply, raw AUROC is used
     ea_not_applicable: bool = False
+    #: Goodhart resistance (evaluator.attack.attack_metrics, mean over tasks); None: not measured
+    goodhart: float | None = None
+    #: why it was not measured (shown as the imputed component's note)
+    goodhart_note: str = ""
     #: set when auroc_ds is a mean over tasks of which some had no distshift split and were
     #: imputed per task; the component is then flagged imputed with this note
     auroc_ds_partial_note: str = ""
@@ -83,17 +90,19 @@ class Measurements:
             "license",
             "ea_not_applicable",
             "auroc_ds_partial_note",
+            "goodhart",
+            "goodhart_note",
         }
         unknown = sorted(set(data) - known)
         if unknown:
             raise EvaluatorError(
                 f"components: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(known))}"
             )
-        for key in ("auroc", "auroc_ea", "auroc_ds", "ece", "rho_ce", "latency_ms"):
+        for key in ("auroc", "auroc_ea", "auroc_ds", "ece", "rho_ce", "latency_ms", "goodhart"):
             v = data.get(key)
             if v is not None and (not isinstance(v, (int, float)) or not math.isfinite(v)):
                 raise EvaluatorError(f"components: {key} must be a finite number or null, got {v!r}")
-        for key in ("auroc", "auroc_ea", "auroc_ds"):
+        for key in ("auroc", "auroc_ea", "auroc_ds", "goodhart"):
             v = data.get(key)
             if v is not None and not 0.0 <= v <= 1.0:
                 raise EvaluatorError(f"components: {key} must lie in [0, 1], got {v}")
@@ -133,6 +142,13 @@ def probe_score(m: Measurements, *, spec: WeightsSpec, licenses: dict[str, Licen
     values["latency"] = (1.0 - math.log10(ms) / 4.0, False, m.latency_ms, "")
     lic = licenses[m.license]
     values["license"] = (lic.score, False, lic.score, lic.id)
+    if m.goodhart is not None:
+        values["goodhart"] = (_clamp(m.goodhart, 0.0, 1.0), False, m.goodhart, "")
+    else:
+        # a spec older than the component leaves it out (weight 0): the value is shown, never counted
+        default = imp.get("goodhart", 0.5)
+        why = m.goodhart_note or "not measured"
+        values["goodhart"] = (default, True, None, f"default {default} ({why})")
 
     components = {}
     for name in COMPONENTS:

@@ -19,6 +19,7 @@ LABELS = {
     "rho_ce": "Transfer ρ",
     "latency": "Latency",
     "license": "License",
+    "goodhart": "Goodhart",
 }
 
 

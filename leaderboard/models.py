@@ -588,6 +588,7 @@ class EvaluationRun(models.Model):
         REPRODUCE = "reproduce"  # the recipe re-run on the train split, compared with the artifact
         STEER = "steer"  # direction utility (evaluator.steer): the probe's direction steering the model
         STRESS = "stress"  # the probe on the task's stress split (evaluator.stress)
+        ROBUSTNESS = "robustness"  # a soft-suffix attack against the frozen probe (evaluator.attack)
 
     probe_version = models.ForeignKey(ProbeVersion, on_delete=models.PROTECT, related_name="runs")
     submission = models.ForeignKey(

@@ -48,6 +48,7 @@ COMPONENT_LABELS = {
     "rho_ce": "Transfer ρ",
     "latency": "Latency",
     "license": "License",
+    "goodhart": "Goodhart resistance",
 }
 COMPONENT_SHORT = {
     "auroc": "AUROC",
@@ -57,6 +58,7 @@ COMPONENT_SHORT = {
     "rho_ce": "ρ CE",
     "latency": "Latency",
     "license": "License",
+    "goodhart": "Goodhart",
 }
 #: How each component's value is computed from what was measured. The numbers in
 #: these strings come from evaluator.scoring's clamp ranges.
@@ -70,6 +72,8 @@ COMPONENT_FORMULAS = {
     "latency": f"1 − log10(ms)/{math.log10(LATENCY_RANGE_MS[1]):g}, ms clamped to "
     f"[{LATENCY_RANGE_MS[0]:g}, {LATENCY_RANGE_MS[1]:g}]",
     "license": "the openness score L of the probe's license (registry)",
+    "goodhart": "recall of the test positives under the protocol's soft-suffix attack ÷ the clean recall "
+    "(both at the clean 1%-FPR threshold), clipped to [0, 1], mean over tasks",
 }
 
 
@@ -203,6 +207,21 @@ COLUMN_HELP: dict[str, dict[str, str]] = {
         "top": "1: the most open licenses",
         "score": "in the ProbeScore with the weight in its header, but it never decides a rank on its own: "
         "it only breaks exact ties",
+    },
+    "goodhart": {
+        "label": COMPONENT_LABELS["goodhart"],
+        "what": "an adversary with white-box access appends 16 free input embeddings (a universal soft "
+        "suffix) to every prompt and moves them, by the measurement protocol's fixed budget of Adam steps "
+        "on the train positives, to push the frozen probe's score below its 1%-FPR threshold; the recall "
+        "of the test positives under that suffix divided by their clean recall, clipped to [0, 1], mean "
+        "over tasks (the probe page shows the recall after each checkpoint step)",
+        "unit": "none (a ratio of recalls)",
+        "range": "[0, 1]",
+        "interval": "none",
+        "zero": "0: the attack hides every positive the probe caught",
+        "top": "1: the attack took no positive away; imputed (the spec's default, flagged) where no attack "
+        "applies: a contrast-pair probe, an encoder base model, or a run still pending",
+        "score": "counts from weights spec v0.0.2 with the weight in its header (weight 0 under v0.0.1)",
     },
     "recall": {
         "label": "Recall@1%FPR",

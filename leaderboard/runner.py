@@ -8,6 +8,8 @@ Each run kind maps to evaluator functions:
     reproduce  reproduction_check (the recipe re-run, compared with the artifact)
     transfer   cross_model_transfer to the run's base model (ρ_CE for that target)
     steer      steer_probe on the run's task (direction utility; not part of the ProbeScore)
+    stress     execute_run on the task's stress split (read against the clean runs by the score writer)
+    robustness attack_probe on the run's task (the protocol's soft-suffix attack; goodhart component)
     holdout    the probe on the quarter's minted holdout (file verified against its SHA-256)
 
 Every run is measured under the registry's current measurement protocol (registry/protocols/):
@@ -171,6 +173,7 @@ def run_execute(*, run: EvaluationRun, progress: Progress) -> RunOutcome:
         Run.Kind.HOLDOUT: _holdout,
         Run.Kind.STEER: _steer,
         Run.Kind.STRESS: _score,  # the stress split, scored like any split; summed up by the score writer
+        Run.Kind.ROBUSTNESS: _robustness,
     }[kind]
     return handler(run, progress)
 
@@ -281,6 +284,55 @@ def _steer(run: EvaluationRun, progress: Progress) -> RunOutcome:
         timings={"total": out["seconds"]},
     )
     return _measured(outcome, loaded_model(probe.base_model))
+
+
+def _robustness(run: EvaluationRun, progress: Progress) -> RunOutcome:
+    """The protocol's soft-suffix attack against the frozen probe on one task's test positives: the
+    attacked scores are stored per example (the score writer recomputes the recall from them and
+    the clean runs), the recall curve over the steps in the metrics."""
+    import numpy as np
+
+    from evaluator.attack import attack_probe
+
+    probe = probe_for(run.probe_version)
+    lm = loaded_model(probe.base_model)
+    out = attack_probe(
+        probe,
+        task_id=run.task_id,
+        registry=registry(),
+        cache_dir=settings.CACHE_DIR,
+        lm=lm,
+        progress=progress,
+    )
+    attacked = out["scores"]["positives_attacked"]
+    probs = probe.probability(np.asarray(attacked, dtype=np.float64)).tolist() if attacked else []
+    outcome = RunOutcome(
+        example_scores=[
+            {"id": i, "label": 1, "score": float(s), "prob": float(p)}
+            for i, s, p in zip(out["ids"]["positives"], attacked, probs, strict=True)
+        ],
+        metrics={
+            "attack": {
+                k: out[k]
+                for k in (
+                    "threshold",
+                    "recall_clean",
+                    "recall_attacked",
+                    "steps",
+                    "steps_to_half",
+                    "curve",
+                    "budget",
+                )
+            },
+            "n": out["n_positives"],
+        },
+        timings={
+            "total": out["seconds"],
+            **({"attack": out["attack_seconds"]} if "attack_seconds" in out else {}),
+        },
+    )
+    progress(1.0, "attacked")
+    return _measured(outcome, lm)
 
 
 def _holdout(run: EvaluationRun, progress: Progress) -> RunOutcome:

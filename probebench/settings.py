@@ -257,6 +257,11 @@ STEER_RUNS = envbool("PROBEBENCH_STEER_RUNS", "True")
 #: (the probe on the task's test rows rewritten in form). The test suite turns it off
 #: (tests/env_defaults.py) except where a test measures it: a stress split is 8× the test rows.
 STRESS_RUNS = envbool("PROBEBENCH_STRESS_RUNS", "True")
+#: Robustness (evaluator.attack): plan a robustness run per task for every eligible submission (a
+#: single-prompt probe on a decoder model): the protocol's soft-suffix attack against the frozen
+#: probe, minutes per task on 2 CPU cores. The test suite turns it off (tests/env_defaults.py)
+#: except where a test measures it.
+ROBUSTNESS_RUNS = envbool("PROBEBENCH_ROBUSTNESS_RUNS", "True")
 #: Metric reliability (evaluator.reliability): measure the table again when a quarterly cycle
 #: completes (one reference probe refit and scored on a base model). The test suite turns it off
 #: (tests/env_defaults.py) except where a test measures it.

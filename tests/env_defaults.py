@@ -24,5 +24,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("PROBEBENCH_STEER_RUNS", "False")
 # stress runs score 8× the test rows per task: only where a test asks
 os.environ.setdefault("PROBEBENCH_STRESS_RUNS", "False")
+# robustness runs attack the probe for the protocol's steps per task: only where a test asks
+os.environ.setdefault("PROBEBENCH_ROBUSTNESS_RUNS", "False")
 # the reliability table refits and scores a reference probe on a model: only where a test asks
 os.environ.setdefault("PROBEBENCH_RELIABILITY_EACH_CYCLE", "False")

@@ -146,7 +146,10 @@ class ScoreFactory(factory.django.DjangoModelFactory):
     measured_total = factory.LazyAttribute(lambda s: s._score.measured_total)
     components = factory.LazyAttribute(lambda s: s._score.to_dict()["components"])
     measurements = factory.LazyAttribute(
-        lambda s: {k: v for k, v in s.measured.items() if k != "ea_not_applicable"} | s.extra_measurements
+        lambda s: (
+            {k: v for k, v in s.measured.items() if k not in ("ea_not_applicable", "goodhart")}
+            | s.extra_measurements
+        )
     )
     per_task = factory.LazyFunction(dict)
 

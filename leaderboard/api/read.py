@@ -227,6 +227,17 @@ class LeaderboardRowOutput(serializers.Serializer):
         help_text="recall of the stress splits' positives at the clean 1%-FPR threshold under the worst"
         " rewrite, mean over tasks; null where not measured",
     )
+    attack_recall = serializers.FloatField(
+        allow_null=True,
+        help_text="recall of the test positives under the protocol's soft-suffix attack at the clean 1%-FPR"
+        " threshold, mean over tasks; null where not measured (the ratio to the clean recall is the goodhart"
+        " component)",
+    )
+    goodhart_resistance = serializers.FloatField(
+        allow_null=True,
+        help_text="attack_recall ÷ the clean recall, clipped to [0, 1], mean over tasks: the measured value of the"
+        " goodhart component (null where not measured: the component then shows the spec's default, flagged)",
+    )
     badges = BadgesOutput(source="*")
     compare_rank = serializers.IntegerField(allow_null=True)
     compare_total = serializers.FloatField(allow_null=True)

@@ -36,6 +36,7 @@ from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, Lower
 from django.db.models.lookups import GreaterThanOrEqual
 
+from evaluator.attack import ATTACK_RECALL_KEY, GOODHART_KEY
 from evaluator.records import (
     CONTROLLED_AUROC_CI_KEY,
     CONTROLLED_AUROC_KEY,
@@ -197,6 +198,10 @@ class BoardRow:
     stress_auroc: float | None = None
     #: the worst stress transform's recall at the clean 1%-FPR threshold, mean over tasks
     stress_recall: float | None = None
+    #: recall of the test positives under the protocol's attack, mean over tasks; None: not measured
+    attack_recall: float | None = None
+    #: the same ÷ the clean recall (the goodhart component's measured value); None: not measured
+    goodhart_resistance: float | None = None
     #: the category board's Borda rank across its tasks, and rank on the latest quarterly holdout
     #: minus rank on test (RankInterval; None: not computed / not measured in that cycle)
     borda_rank: int | None = None
@@ -525,6 +530,10 @@ def board_details_attach(rows: Iterable[BoardRow]) -> None:
             row.stress_auroc = float(row.measurements[STRESS_KEY])
         if isinstance(row.measurements.get(STRESS_RECALL_KEY), (int, float)):
             row.stress_recall = float(row.measurements[STRESS_RECALL_KEY])
+        if isinstance(row.measurements.get(ATTACK_RECALL_KEY), (int, float)):
+            row.attack_recall = float(row.measurements[ATTACK_RECALL_KEY])
+        if isinstance(row.measurements.get(GOODHART_KEY), (int, float)):
+            row.goodhart_resistance = float(row.measurements[GOODHART_KEY])
     board_intervals_attach(rows)
 
 

@@ -201,6 +201,7 @@ AXES: tuple[str, ...] = (
     Run.Kind.REPRODUCE,
     Run.Kind.STEER,
     Run.Kind.STRESS,
+    Run.Kind.ROBUSTNESS,
 )
 FINISHED = (Run.Status.SUCCEEDED, Run.Status.FAILED)
 

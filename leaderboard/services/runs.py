@@ -81,7 +81,9 @@ def evaluation_runs_plan(*, version: ProbeVersion, submission: Submission) -> li
     - steer: direction utility (evaluator.steer) on each task with a behavioural readout, for a
       linear probe on a decoder model (``settings.STEER_RUNS``);
     - stress: the artifact on each task's stress split (evaluator.stress), for every task that has
-      one (``settings.STRESS_RUNS``).
+      one (``settings.STRESS_RUNS``);
+    - robustness: the protocol's soft-suffix attack against the frozen artifact on each task
+      (evaluator.attack), for a single-prompt probe on a decoder model (``settings.ROBUSTNESS_RUNS``).
     """
     probe = version.probe
     # only the tasks it can read (its input's template, its model's files for an on-policy task):
@@ -111,6 +113,7 @@ def evaluation_runs_plan(*, version: ProbeVersion, submission: Submission) -> li
         )
     new += _runs_get_or_create(steer_runs_planned(version=version, tasks=tasks), submission=submission)
     new += _runs_get_or_create(stress_runs_planned(version=version, tasks=tasks), submission=submission)
+    new += _runs_get_or_create(robustness_runs_planned(version=version, tasks=tasks), submission=submission)
     return new
 
 
@@ -148,6 +151,19 @@ def stress_runs_planned(*, version: ProbeVersion, tasks: list[Task]) -> list[tup
         for t in tasks
         if t.slug in reg.tasks and reg.task(t.slug).stress is not None
     ]
+
+
+def robustness_runs_planned(*, version: ProbeVersion, tasks: list[Task]) -> list[tuple]:
+    """(version, robustness, task, "test", model) for each task, where the attack applies: the
+    protocol has an attack budget, the probe reads one prompt (a contrast pair has two) and its base
+    model is a decoder (evaluator.attack.attack_eligibility says the same to the CLI)."""
+    if not settings.ROBUSTNESS_RUNS or version.input != "single":
+        return []
+    reg = runner.registry()
+    model = version.probe.base_model_id
+    if reg.protocol().attack is None or model not in reg.models or reg.models[model].encoder:
+        return []
+    return [(version, Run.Kind.ROBUSTNESS, t, "test", model) for t in tasks]
 
 
 def score_runs_plan(

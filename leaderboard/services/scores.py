@@ -17,6 +17,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from evaluator.attack import GOODHART_KEY
 from evaluator.errors import EvaluatorError
 from evaluator.measure import ScoredExamples, TaskMetrics, aggregate_measurements, declared_gaps, task_metrics
 from evaluator.records import ScoreRecord, TaskRecord, aggregate_stored
@@ -126,6 +127,50 @@ def stress_measurements(
     return stress_summary(per_task, pending=pending)
 
 
+def robustness_measurements(
+    robust: dict[str, EvaluationRun], by_task: dict[str, dict[str, EvaluationRun]]
+) -> tuple[dict[str, Any], str]:
+    """The robustness axis: each task's robustness run (the attacked test positives' scores) read
+    against its clean train and test runs (:func:`evaluator.attack.attack_metrics`), summed up by
+    :func:`evaluator.attack.robustness_summary`; and why the Goodhart resistance is not measured
+    ("" when it is). ({}, reason) when no robustness run exists."""
+    from evaluator.attack import GOODHART_KEY, attack_metrics, robustness_summary
+
+    if not robust:
+        return {}, "not measured: no attack applies (a contrast-pair probe, an encoder) or none was planned"
+    per_task, pending, failed = {}, [], []
+    for task_id, run in sorted(robust.items()):
+        splits = by_task.get(task_id, {})
+        if run.status not in TERMINAL:
+            pending.append(task_id)
+            continue
+        if run.status != Run.Status.SUCCEEDED or "train" not in splits or "test" not in splits:
+            failed.append(task_id)  # a failed robustness run leaves the task out (its error is on the run)
+            continue
+        train = ScoredExamples.from_records(splits["train"].example_scores)
+        test = ScoredExamples.from_records(splits["test"].example_scores)
+        attacked = ScoredExamples.from_records(run.example_scores)
+        attack = (run.metrics or {}).get("attack") or {}
+        per_task[task_id] = {
+            **attack_metrics(
+                train_negatives=train.scores[train.labels == 0],
+                test=(test.labels, test.scores),
+                attacked=attacked.scores,
+            ),
+            "steps": attack.get("steps"),
+            "steps_to_half": attack.get("steps_to_half"),
+            "curve": attack.get("curve") or [],
+        }
+    summary = robustness_summary(per_task, pending=pending)
+    if summary[GOODHART_KEY] is not None:
+        return summary, ""
+    if pending:
+        return summary, f"pending: the attack on {', '.join(pending)} is not measured yet"
+    if failed and not per_task:
+        return summary, f"the attack failed on {', '.join(failed)}"
+    return summary, "the clean recall at 1% FPR is 0 on every task: nothing for an attack to take"
+
+
 def measurements_compute(
     *,
     version: ProbeVersion,
@@ -139,7 +184,7 @@ def measurements_compute(
     (empty when the base model has no reference probe).
     """
     by_task: dict[str, dict[str, EvaluationRun]] = defaultdict(dict)
-    reproduce, transfers, steers, stresses = None, [], [], {}
+    reproduce, transfers, steers, stresses, robust = None, [], [], {}, {}
     for run in runs:
         if run.kind == Run.Kind.SCORE and run.status == Run.Status.SUCCEEDED:
             by_task[run.task_id][run.split] = run
@@ -151,6 +196,8 @@ def measurements_compute(
             steers.append(run)
         elif run.kind == Run.Kind.STRESS:
             stresses[run.task_id] = run
+        elif run.kind == Run.Kind.ROBUSTNESS:
+            robust[run.task_id] = run
     ea_applicable = version.probe.category_id != EVAL_AWARENESS
     per_task, extras = {}, {}
     for task_id, splits in sorted(by_task.items()):
@@ -191,6 +238,9 @@ def measurements_compute(
     failed_targets = [r.base_model_id for r in transfers if r.status == Run.Status.FAILED]
     # a secondary run still queued (the board scores a probe once its primary runs are done)
     pending_targets = [r.base_model_id for r in transfers if r.status not in TERMINAL]
+    robustness, goodhart_note = robustness_measurements(
+        {t: r for t, r in robust.items() if t in per_task}, by_task
+    )
     aggregate, imputed, measurements = aggregate_measurements(
         list(per_task.values()),
         lifts=[e["baselines"] for e in extras.values() if e.get("baselines")],
@@ -201,6 +251,8 @@ def measurements_compute(
         ea_applicable=ea_applicable,
         has_reference=bool(reference_runs),
         imputation=imputation,
+        goodhart=robustness.get(GOODHART_KEY),
+        goodhart_note=goodhart_note,
     )
     if failed_targets:
         imputed["rho_ce"] = f"transfer failed on {', '.join(failed_targets)}: default used"
@@ -243,6 +295,7 @@ def measurements_compute(
         transfer={r.base_model_id: r.metrics.get("transfer", {}).get("pearson") for r in transfers},
         steer=steer_summary(steers),
         stress=stress_measurements(stresses, by_task),
+        robustness=robustness,
         imputed=imputed,
     )
     return {

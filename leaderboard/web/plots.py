@@ -352,3 +352,28 @@ def steer_svg(
     )
     out.append("</svg>")
     return mark_safe("".join(out))  # every text above went through escape()
+
+
+def attack_svg(curves: dict[str, Sequence[dict]], *, title: str = "Recall under attack") -> SafeString:
+    """Recall of the test positives (at the clean 1%-FPR threshold) after each checkpoint step of
+    the soft-suffix attack, one line per task; step 0 is the random suffix before any step."""
+    series = [
+        Series(
+            label=task,
+            points=[(float(c["step"]), float(c["recall"])) for c in curve],
+            markers=True,
+            notes=[f"{task}: step {c['step']}, recall {float(c['recall']):.3f}" for c in curve],
+        )
+        for task, curve in curves.items()
+    ]
+    last = max([float(c["step"]) for curve in curves.values() for c in curve] or [1.0]) or 1.0
+    ticks = [round(last * i / 5) for i in range(6)]
+    return line_chart(
+        title=title,
+        description="Recall of the probe's test positives at its clean 1%-FPR threshold after each "
+        "checkpoint step of the universal soft-suffix attack, per task (step 0: the random starting "
+        "suffix).",
+        x=Axis("Adam steps on the suffix", 0.0, last, ticks),
+        y=Axis("Recall of the test positives", 0.0, 1.0, _unit_ticks()),
+        series=series,
+    )

@@ -248,6 +248,14 @@ def _steer_charts(measurements: dict) -> dict:
     }
 
 
+def _attack_chart(measurements: dict):
+    """The robustness section's plot: recall under attack against the steps, per task."""
+    curves = {
+        t: r["curve"] for t, r in sorted((measurements.get("robustness") or {}).items()) if r.get("curve")
+    }
+    return plots.attack_svg(curves) if curves else None
+
+
 @public_cache
 @query_errors(version="no such version")
 def probe(request, slug):
@@ -263,6 +271,7 @@ def probe(request, slug):
         "reliability": plots.reliability_svg(reliability) if reliability else None,
         "history": plots.history_svg(history) if history else None,
         **_steer_charts((detail.score.measurements if detail.score else None) or {}),
+        "attack": _attack_chart((detail.score.measurements if detail.score else None) or {}),
     }
     components = (
         [

@@ -22,7 +22,7 @@ def score(**kw):
 
 
 def test_a_perfect_probe_scores_exactly_one():
-    s = score(auroc=1.0, auroc_ea=1.0, auroc_ds=1.0, ece=0.0, rho_ce=1.0, latency_ms=1.0)
+    s = score(auroc=1.0, auroc_ea=1.0, auroc_ds=1.0, ece=0.0, rho_ce=1.0, latency_ms=1.0, goodhart=1.0)
     assert s.total == pytest.approx(1.0)
     assert not any(c.imputed for c in s.components.values())
     assert s.measured_total == pytest.approx(1.0)
@@ -128,6 +128,7 @@ def test_the_score_command_prints_the_contract(tmp_path):
         "rho_ce",
         "latency",
         "license",
+        "goodhart",
     }
     assert out["components"]["auroc_ea"]["imputed"] is True
     assert out["components"]["auroc_ea"]["value"] == pytest.approx(0.85 * 0.91)

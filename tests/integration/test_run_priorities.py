@@ -49,6 +49,7 @@ def test_run_kinds_are_routed_to_their_queues():
         "reproduce": SECONDARY_QUEUE,
         "steer": SECONDARY_QUEUE,
         "stress": SECONDARY_QUEUE,
+        "robustness": SECONDARY_QUEUE,
     }
 
 

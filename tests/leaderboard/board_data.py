@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from leaderboard import models as m
+from leaderboard.selectors.board import weights_spec_list
 from tests.factories import (
     BaseModelFactory,
     ProbeFactory,
@@ -107,7 +108,7 @@ def public_probe(
     auroc_ds: float | None = None,
     rho_ce: float | None = None,
     tasks: list[m.Task] | None = None,
-    spec: str = "v0.0.1",
+    spec: str | None = None,
     status: str = m.Submission.Status.SCORED,
     number: int = 1,
     probe: m.Probe | None = None,
@@ -115,7 +116,8 @@ def public_probe(
     extra_measurements: dict | None = None,
     **version_kwargs,
 ) -> m.ProbeVersion:
-    """A probe version with a submission in ``status`` and a Score under ``spec``."""
+    """A probe version with a submission in ``status`` and a Score under ``spec`` (None: under
+    every weights spec, as the score writer does)."""
     if probe is None:
         probe = ProbeFactory(
             slug=slug,
@@ -146,7 +148,7 @@ def public_probe(
 def score_for(
     version: m.ProbeVersion,
     *,
-    spec: str = "v0.0.1",
+    spec: str | None = None,
     auroc: float = 0.8,
     ece: float = 0.05,
     latency_ms: float = 200.0,
@@ -167,16 +169,19 @@ def score_for(
         for t in (tasks or [])
     }
     extra = {"brier": 0.18, "latency_device": "cpu", "model_forward_ms": 12.5} | (extra_measurements or {})
-    return ScoreFactory(
-        probe_version=version,
-        spec=m.WeightsSpec.objects.get(version=spec),
-        measured=measured,
-        extra_measurements=extra,
-        per_task=per_task,
-    )
+    if isinstance(extra.get("goodhart_resistance"), (int, float)):
+        measured["goodhart"] = extra["goodhart_resistance"]
+    specs = [m.WeightsSpec.objects.get(version=spec)] if spec else weights_spec_list()
+    scores = [
+        ScoreFactory(
+            probe_version=version, spec=row, measured=measured, extra_measurements=extra, per_task=per_task
+        )
+        for row in specs
+    ]
+    return scores[-1]  # the newest spec's: the board's default
 
 
-def add_spec(version: str = "v0.0.2", **weights) -> m.WeightsSpec:
+def add_spec(version: str = "v0.0.9", **weights) -> m.WeightsSpec:
     """A second weights spec: by default AUROC-heavy, with latency and license lighter."""
     base = m.WeightsSpec.objects.get(version="v0.0.1")
     new = dict(base.weights)

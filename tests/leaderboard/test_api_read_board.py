@@ -60,12 +60,13 @@ def test_the_route_is_under_v1():
 
 def test_rows_carry_every_component_badges_and_intervals(client, board):
     data = rows(client, category="hallucination")
-    assert data["spec"] == "v0.0.1" and data["category"] == "hallucination" and data["count"] == 3
-    assert data["weights"]["auroc"] == 0.30
+    # the newest weights spec is the board's default
+    assert data["spec"] == "v0.0.2" and data["category"] == "hallucination" and data["count"] == 3
+    assert data["weights"]["auroc"] == 0.25
     assert [r["probe"] for r in data["results"]] == ["strong", "middle", "weak"]
     first = data["results"][0]
     assert first["rank"] == 1 and first["version"] == 1 and first["url"] == "/probes/strong/"
-    score = board["strong"].scores.get()
+    score = board["strong"].scores.get(spec="v0.0.2")
     assert first["total"] == pytest.approx(score.total)
     assert set(first["components"]) == set(COMPONENTS)
     for name in COMPONENTS:
@@ -136,7 +137,7 @@ def test_measured_only(client, board):
 
 def test_spec_and_compare(client, board):
     add_spec(
-        "v0.0.2",
+        "v0.0.9",
         auroc=0.10,
         auroc_ea=0.10,
         auroc_ds=0.10,
@@ -146,10 +147,10 @@ def test_spec_and_compare(client, board):
         license=0.20,
     )
     for key in ("strong", "middle", "weak"):
-        m = board[key].scores.get().measurements
+        m = board[key].scores.get(spec="v0.0.2").measurements
         score_for(
             board[key],
-            spec="v0.0.2",
+            spec="v0.0.9",
             auroc=m["auroc"],
             latency_ms=m["latency_ms"],
             auroc_ea=m.get("auroc_ea"),
@@ -158,13 +159,13 @@ def test_spec_and_compare(client, board):
             tasks=board["tasks"],
         )
     latest = rows(client, category="hallucination")
-    assert latest["spec"] == "v0.0.2" and latest["weights"]["latency"] == 0.30
-    data = rows(client, category="hallucination", spec="v0.0.2", compare="v0.0.1")
+    assert latest["spec"] == "v0.0.9" and latest["weights"]["latency"] == 0.30
+    data = rows(client, category="hallucination", spec="v0.0.9", compare="v0.0.1")
     assert data["compare"] == "v0.0.1"
     weak = next(r for r in data["results"] if r["probe"] == "weak")
     assert weak["rank"] == 1 and weak["compare_rank"] == 3 and weak["rank_change"] == 2
     assert weak["compare_total"] == pytest.approx(board["weak"].scores.get(spec="v0.0.1").total)
-    assert weak["total"] == pytest.approx(board["weak"].scores.get(spec="v0.0.2").total)
+    assert weak["total"] == pytest.approx(board["weak"].scores.get(spec="v0.0.9").total)
 
 
 def test_bad_parameters_are_400_with_the_accepted_values(client, board):

@@ -108,7 +108,7 @@ def test_license_never_decides_the_ranking_on_its_own(client, registry):
     ensure_models()
     open_ = public_probe(slug="open-probe", name="Open Probe", auroc=0.800, license="Apache-2.0")
     closed = public_probe(slug="closed-probe", name="Closed Probe", auroc=0.802, license="closed")
-    assert open_.scores.get().total > closed.scores.get().total
+    assert open_.scores.get(spec="v0.0.2").total > closed.scores.get(spec="v0.0.2").total
     html = page(client, "hallucination")
     assert order(html, "Open Probe", "Closed Probe") == ["Closed Probe", "Open Probe"]
 
@@ -197,7 +197,7 @@ def test_measured_only_ranks_by_measured_components(client, registry):
         ece=0.1,
         latency_ms=100,
     )
-    sa, sb = a.scores.get(), b.scores.get()
+    sa, sb = a.scores.get(spec="v0.0.2"), b.scores.get(spec="v0.0.2")
     assert sa.total > sb.total and sa.measured_total < sb.measured_total
     html = page(client)
     assert order(html, "Probe A", "Probe B") == ["Probe A", "Probe B"]
@@ -262,7 +262,7 @@ def test_stability_badge_needs_two_quarters(client, board):
 
 def test_the_spec_switch_changes_totals_per_the_weights_spec(client, board):
     spec2 = add_spec(
-        "v0.0.2",
+        "v0.0.9",
         auroc=0.10,
         auroc_ea=0.10,
         auroc_ds=0.10,
@@ -276,7 +276,7 @@ def test_the_spec_switch_changes_totals_per_the_weights_spec(client, board):
         base = v.scores.get(spec="v0.0.1").measurements
         score_for(
             v,
-            spec="v0.0.2",
+            spec="v0.0.9",
             auroc=base["auroc"],
             latency_ms=base["latency_ms"],
             auroc_ea=base.get("auroc_ea"),
@@ -287,19 +287,19 @@ def test_the_spec_switch_changes_totals_per_the_weights_spec(client, board):
     expected = sum(spec2.weights[name] * c["value"] for name, c in weak.components.items())
     assert weak.total == pytest.approx(expected)
     html_v1 = page(client, spec="v0.0.1")
-    html_v2 = page(client, spec="v0.0.2")
+    html_v2 = page(client, spec="v0.0.9")
     assert f"{board['weak'].scores.get(spec='v0.0.1').total:.3f}" in html_v1
     assert f"{weak.total:.3f}" in html_v2
     # the weights shown in the column headers come from the spec row
     assert "w 0.30" in html_v2 and "w 0.20" in html_v2
-    # latency-heavy v0.0.2 puts the fastest probe first
+    # latency-heavy v0.0.9 puts the fastest probe first
     assert order(html_v2, "Weak Probe", "Strong Probe")[0] == "Weak Probe"
     assert order(html_v1, "Weak Probe", "Strong Probe")[0] == "Strong Probe"
 
 
 def test_compare_shows_the_rank_change(client, board):
     add_spec(
-        "v0.0.2",
+        "v0.0.9",
         auroc=0.10,
         auroc_ea=0.10,
         auroc_ds=0.10,
@@ -310,19 +310,19 @@ def test_compare_shows_the_rank_change(client, board):
     )
     for key in ("strong", "middle", "weak"):
         v = board[key]
-        base = v.scores.get().measurements
+        base = v.scores.get(spec="v0.0.2").measurements
         score_for(
             v,
-            spec="v0.0.2",
+            spec="v0.0.9",
             auroc=base["auroc"],
             latency_ms=base["latency_ms"],
             auroc_ea=base.get("auroc_ea"),
             auroc_ds=base.get("auroc_ds"),
             rho_ce=base.get("rho_ce"),
         )
-    html = page(client, spec="v0.0.2", compare="v0.0.1")
+    html = page(client, spec="v0.0.9", compare="v0.0.1")
     assert "rank change against v0.0.1" in html
-    # weak: 3rd under v0.0.1, 1st under v0.0.2
+    # weak: 3rd under v0.0.1, 1st under v0.0.9
     assert re.search(r'title="rank 3 under v0.0.1[^"]*">\+2<', html)
 
 

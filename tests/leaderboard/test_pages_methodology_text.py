@@ -18,7 +18,7 @@ def test_the_methodology_page_renders_the_repository_s_methodology(client, regis
     assert "## The ProbeScore" in text
     assert '<h2 id="m-the-probescore">The ProbeScore</h2>' in page
     # a distinctive sentence of the document (its first line of prose under "The ProbeScore")
-    sentence = "The ProbeScore is a weighted sum of seven components, each in [0, 1]:"
+    sentence = "The ProbeScore is a weighted sum of eight components, each in [0, 1]:"
     assert sentence in text and sentence in page
     # a table of the markdown is a table on the page
     assert "<th>metric</th>" in page

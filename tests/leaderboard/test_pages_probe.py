@@ -50,7 +50,7 @@ def test_the_probe_page_shows_metadata_score_and_per_task_results(client, probe_
     assert "HaluEval LR" in html and "Ada Lovelace, Grace Hopper" in html
     assert probe_version.artifact_sha256 in html
     assert "A logistic probe on the residual stream." in html
-    score = probe_version.scores.get()
+    score = probe_version.scores.get(spec="v0.0.2")
     assert f"{score.total:.3f}" in html
     for task in ensure_tasks("hallucination", 2):
         assert task.slug in html
@@ -129,13 +129,13 @@ def test_versions_and_the_spec_switch(client, probe_version):
     html = get(client, version="1")
     assert probe_version.artifact_sha256 in html
     assert client.get(reverse("leaderboard:probe", args=["halu-lr"]), {"version": "3"}).status_code == 404
-    add_spec("v0.0.2")
-    score_for(v2, spec="v0.0.2", auroc=0.9)
-    html = get(client, spec="v0.0.2")
-    assert "under weights spec v0.0.2" in html
-    assert f"{v2.scores.get(spec='v0.0.2').total:.3f}" in html
+    add_spec("v0.0.9")
+    score_for(v2, spec="v0.0.9", auroc=0.9)
+    html = get(client, spec="v0.0.9")
+    assert "under weights spec v0.0.9" in html
+    assert f"{v2.scores.get(spec='v0.0.9').total:.3f}" in html
     html = get(client, spec="v0.0.1")
-    assert "v0.0.2" in html  # the switch offers the other spec
+    assert "v0.0.9" in html  # the switch offers the other spec
 
 
 def test_eval_awareness_probe_shows_auroc_ea_as_not_applicable(client, registry):

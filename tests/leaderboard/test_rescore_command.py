@@ -31,7 +31,7 @@ def test_rescore_recomputes_the_lift_over_the_committed_panel():
     # as a Score written before the panel: the lift over a bag of words, no interval
     stale = score.per_task["cities-truth-v1"] | {"text_baseline": {"bow": 0.444}, "lift_over_text": 0.3}
     stale.pop("lift_over_text_ci")
-    m.Score.objects.filter(pk=score.pk).update(
+    m.Score.objects.filter(probe_version=version).update(  # under every weights spec
         per_task={"cities-truth-v1": stale}, measurements=score.measurements | {"lift_over_text": 0.3}
     )
     out = StringIO()

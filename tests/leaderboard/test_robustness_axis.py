@@ -1,0 +1,177 @@
+"""The robustness axis on the board: the score writer reads a robustness run (the attacked test
+positives' scores) against the clean train and test runs of the same task, the Goodhart resistance
+waits for a pending run and is the goodhart component of spec v0.0.2 once measured; the planner
+gives a robustness run only to probes the attack applies to; the board, API, CSV and probe page
+show it."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import numpy as np
+import pytest
+
+from evaluator.attack import attack_metrics
+from leaderboard.models import EvaluationRun, Task
+from leaderboard.services.scores import robustness_measurements
+from tests.factories import EvaluationRunFactory, ProbeFactory, ProbeVersionFactory, TaskFactory
+from tests.leaderboard.board_data import ensure_models, ensure_tasks, public_probe
+
+Run = EvaluationRun
+SMOL = "smollm2-135m-instruct"
+
+
+def _records(ids, labels, scores) -> list[dict]:
+    return [
+        {"id": i, "label": int(y), "score": float(s), "prob": float(1 / (1 + np.exp(-s)))}
+        for i, y, s in zip(ids, labels, scores, strict=True)
+    ]
+
+
+def _runs(version, task, *, status=Run.Status.SUCCEEDED):
+    """Clean train and test runs where the probe separates the classes, and a robustness run whose
+    suffix pulls every attacked positive down by 3 (most fall under the threshold)."""
+    rng = np.random.default_rng(0)
+    y = np.array([0, 1] * 20)
+    train = EvaluationRunFactory(
+        probe_version=version,
+        task=task,
+        split="train",
+        example_scores=_records([f"tr{i}" for i in range(40)], y, y * 3.0 + rng.normal(0, 0.5, 40)),
+    )
+    test_ids = [f"te{i}" for i in range(40)]
+    test_scores = y * 3.0 + rng.normal(0, 0.5, 40)
+    test = EvaluationRunFactory(
+        probe_version=version, task=task, split="test", example_scores=_records(test_ids, y, test_scores)
+    )
+    pos = [i for i, label in enumerate(y) if label == 1]
+    robust = EvaluationRunFactory(
+        probe_version=version,
+        task=task,
+        kind=Run.Kind.ROBUSTNESS,
+        split="test",
+        status=status,
+        example_scores=_records([test_ids[i] for i in pos], [1] * len(pos), test_scores[pos] - 3.0)
+        if status == Run.Status.SUCCEEDED
+        else [],
+        metrics={"attack": {"steps": 100, "steps_to_half": 5, "curve": [{"step": 0, "recall": 1.0}]}},
+    )
+    return train, test, robust
+
+
+def test_the_score_writer_recomputes_the_attack_from_the_stored_scores(registry):
+    version, task = ProbeVersionFactory(), TaskFactory()
+    train, test, robust = _runs(version, task)
+    out, why = robustness_measurements({task.slug: robust}, {task.slug: {"train": train, "test": test}})
+    expected = attack_metrics(
+        train_negatives=np.array([e["score"] for e in train.example_scores if e["label"] == 0]),
+        test=(
+            np.array([e["label"] for e in test.example_scores]),
+            np.array([e["score"] for e in test.example_scores]),
+        ),
+        attacked=np.array([e["score"] for e in robust.example_scores]),
+    )
+    assert why == ""
+    t = out["robustness"][task.slug]
+    assert {k: t[k] for k in expected} == expected
+    assert t["steps_to_half"] == 5 and t["curve"] == [{"step": 0, "recall": 1.0}]
+    assert out["goodhart_resistance"] == pytest.approx(expected["recall_attacked"] / expected["recall_clean"])
+    assert out["goodhart_resistance"] < 0.5 and out["attack_recall"] == expected["recall_attacked"]
+
+
+def test_a_pending_run_holds_the_number_and_a_failed_one_says_so(registry):
+    version, task = ProbeVersionFactory(), TaskFactory()
+    train, test, robust = _runs(version, task, status=Run.Status.QUEUED)
+    splits = {task.slug: {"train": train, "test": test}}
+    out, why = robustness_measurements({task.slug: robust}, splits)
+    assert out["goodhart_resistance"] is None and why.startswith("pending")
+    robust.status = Run.Status.FAILED
+    out, why = robustness_measurements({task.slug: robust}, splits)
+    assert out["goodhart_resistance"] is None and "failed" in why
+    out, why = robustness_measurements({}, {})
+    assert out == {} and "not measured" in why
+
+
+def test_robustness_runs_are_planned_only_where_the_attack_applies(registry, settings):
+    from leaderboard.services.runs import robustness_runs_planned
+
+    tasks = list(Task.objects.filter(category_id="hallucination", status=Task.Status.ACTIVE))
+    settings.ROBUSTNESS_RUNS = True
+    single = ProbeVersionFactory(probe=ProbeFactory(category_id="hallucination", base_model_id=SMOL))
+    planned = robustness_runs_planned(version=single, tasks=tasks)
+    assert sorted(t.slug for _, _, t, _, _ in planned) == sorted(t.slug for t in tasks)
+    assert {(kind, split, model) for _, kind, _, split, model in planned} == {
+        (Run.Kind.ROBUSTNESS, "test", SMOL)
+    }
+    pair = ProbeVersionFactory(
+        probe=ProbeFactory(category_id="hallucination", base_model_id=SMOL), input="contrast_pair"
+    )
+    assert robustness_runs_planned(version=pair, tasks=tasks) == []  # two prompts: no one suffix
+    encoder = ProbeVersionFactory(
+        probe=ProbeFactory(category_id="hallucination", base_model_id="all-minilm-l6-v2")
+    )
+    assert robustness_runs_planned(version=encoder, tasks=tasks) == []  # no decoder to append to
+    settings.ROBUSTNESS_RUNS = False
+    assert robustness_runs_planned(version=single, tasks=tasks) == []
+
+
+@pytest.fixture
+def board(registry):
+    ensure_models()
+    tasks = ensure_tasks("hallucination", 1)
+    curve = [{"step": 0, "recall": 0.9}, {"step": 5, "recall": 0.1}, {"step": 100, "recall": 0.0}]
+    robustness = {
+        tasks[0].slug: {
+            "threshold": 1.5,
+            "recall_clean": 0.9,
+            "recall_attacked": 0.0,
+            "goodhart_resistance": 0.0,
+            "n_positives": 20,
+            "steps": 100,
+            "steps_to_half": 5,
+            "curve": curve,
+        }
+    }
+    public_probe(
+        slug="fragile",
+        name="Fragile Probe",
+        auroc=0.95,
+        tasks=tasks,
+        extra_measurements={"goodhart_resistance": 0.0, "attack_recall": 0.0, "robustness": robustness},
+    )
+    public_probe(
+        slug="steady",
+        name="Steady Probe",
+        auroc=0.85,
+        tasks=tasks,
+        extra_measurements={"goodhart_resistance": 0.8, "attack_recall": 0.6, "robustness": {}},
+    )
+    public_probe(slug="unattacked", name="Unattacked Probe", auroc=0.8, tasks=tasks)
+
+
+def test_the_goodhart_column_sorts_and_counts_under_v002(client, board):
+    page = client.get("/category/hallucination/", {"sort": "goodhart"}).content.decode()
+    assert "Goodhart" in page
+    # the measured 0.8 first, then the imputed default 0.5 (flagged), then the collapsed 0.0
+    assert page.index("Steady Probe") < page.index("Unattacked Probe") < page.index("Fragile Probe")
+    rows = client.get("/api/v1/leaderboard", {"category": "hallucination", "sort": "goodhart"}).json()
+    assert rows["spec"] == "v0.0.2"
+    results = rows["results"]
+    assert [r["components"]["goodhart"]["imputed"] for r in results] == [False, True, False]
+    assert [r["attack_recall"] for r in results] == [0.6, None, 0.0]
+    old = client.get("/api/v1/leaderboard", {"category": "hallucination", "spec": "v0.0.1"}).json()["results"]
+    assert {r["components"]["goodhart"]["weight"] for r in old} == {0.0}
+    exported = client.get("/api/v1/leaderboard.csv", {"category": "hallucination"}).content.decode()
+    by_name = {r["probe"]: r for r in csv.DictReader(io.StringIO(exported))}
+    assert float(by_name["steady"]["goodhart_resistance"]) == pytest.approx(0.8)
+    assert float(by_name["fragile"]["attack_recall"]) == 0.0
+    assert by_name["unattacked"]["goodhart_resistance"] == ""
+
+
+def test_the_probe_page_shows_the_attack_per_task_and_its_curve(client, board):
+    page = client.get("/probes/fragile/").content.decode()
+    assert "Robustness: an adversary against the frozen probe" in page
+    assert "Recall under attack" in page and "<svg" in page  # the recall-vs-steps plot
+    assert "step 5, recall 0.100" in page
+    assert "n/a: not measured" in client.get("/probes/unattacked/").content.decode()
