@@ -61,6 +61,7 @@ MAX_STEPS = 5000
 #: recall under attack beside it)
 GOODHART_KEY = "goodhart_resistance"
 ATTACK_RECALL_KEY = "attack_recall"
+TRANSFER_RECALL_KEY = "transfer_attack_recall"
 
 
 class _Stop(Exception):
@@ -484,14 +485,22 @@ def attack_metrics(
 
 def robustness_summary(per_task: dict[str, dict[str, Any]], *, pending: Sequence[str] = ()) -> dict[str, Any]:
     """The robustness axis as a Score keeps it, from each task's :func:`attack_metrics` (plus the
-    run's ``curve``, ``steps`` and ``steps_to_half``): ``goodhart_resistance`` and ``attack_recall``
-    (means over the tasks where they are defined; None when none is, or while a task's robustness
-    run is ``pending``) and ``robustness``: the per-task facts."""
+    run's ``curve``, ``steps``, ``steps_to_half`` and ``transfer``): ``goodhart_resistance``,
+    ``attack_recall`` and ``transfer_attack_recall`` (the recall under the category reference's
+    suffix; means over the tasks where they are defined; None when none is, or while a task's
+    robustness run is ``pending``) and ``robustness``: the per-task facts."""
     complete = bool(per_task) and not pending
+    transfers = [
+        t["transfer"]["recall_attacked"]
+        for t in per_task.values()
+        if (t.get("transfer") or {}).get("recall_attacked") is not None
+        and math.isfinite(t["transfer"]["recall_attacked"])
+    ]
     resist = [t["goodhart_resistance"] for t in per_task.values() if t.get("goodhart_resistance") is not None]
     under = [t["recall_attacked"] for t in per_task.values() if math.isfinite(t["recall_attacked"])]
     return {
         GOODHART_KEY: float(np.mean(resist)) if complete and resist else None,
         ATTACK_RECALL_KEY: float(np.mean(under)) if complete and under else None,
+        TRANSFER_RECALL_KEY: float(np.mean(transfers)) if complete and transfers else None,
         "robustness": {task_id: dict(t) for task_id, t in sorted(per_task.items())},
     }

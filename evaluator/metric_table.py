@@ -230,6 +230,19 @@ METRICS: tuple[Metric, ...] = (
         exported=True,
     ),
     Metric(
+        "transfer_attack_recall",
+        "Recall under the transfer attack",
+        "recall of the test positives, at the clean 1%-FPR threshold, under the suffix the protocol's"
+        " attack made against the category's reference probe on the same base model (one forward, no"
+        " optimisation against this probe), mean over tasks (not in the ProbeScore; n/a for that"
+        " reference probe itself)",
+        0.0,
+        1.0,
+        True,
+        per_task=False,
+        exported=True,
+    ),
+    Metric(
         "direction_utility",
         "Direction utility",
         "mean over tasks of the steering effect's z against random directions (not in the ProbeScore)",

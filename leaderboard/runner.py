@@ -286,46 +286,89 @@ def _steer(run: EvaluationRun, progress: Progress) -> RunOutcome:
     return _measured(outcome, loaded_model(probe.base_model))
 
 
-def _robustness(run: EvaluationRun, progress: Progress) -> RunOutcome:
-    """The protocol's soft-suffix attack against the frozen probe on one task's test positives: the
-    attacked scores are stored per example (the score writer recomputes the recall from them and
-    the clean runs), the recall curve over the steps in the metrics."""
-    import numpy as np
+def suffix_path(artifact_sha256: str, task_id: str) -> Path:
+    """Where a probe's final suffix on a task is kept (under the protocol: a new budget is a new
+    file); content-addressed like the activation cache, so every worker may reuse it."""
+    current = protocol()
+    name = f"{artifact_sha256}-{task_id}-{current.id}-{current.sha256[:12]}.safetensors"
+    return Path(settings.CACHE_DIR) / "attack-suffixes" / name
+
+
+def _attack_kept(probe, task_id: str, lm, progress: Progress) -> dict:
+    """The protocol's attack on ``probe``, its final suffix kept at :func:`suffix_path` (written
+    whole or not at all: two workers may race, and both write the same bytes)."""
+    import os
 
     from evaluator.attack import attack_probe
 
-    probe = probe_for(run.probe_version)
-    lm = loaded_model(probe.base_model)
+    path = suffix_path(probe.sha256, task_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.part")
     out = attack_probe(
         probe,
-        task_id=run.task_id,
+        task_id=task_id,
         registry=registry(),
         cache_dir=settings.CACHE_DIR,
         lm=lm,
         progress=progress,
+        suffix_out=partial,
     )
+    if partial.exists():
+        os.replace(partial, path)
+    return out
+
+
+def _transfer_attack(run: EvaluationRun, probe, lm, progress: Progress) -> dict | None:
+    """The transfer attack on the run's task: the suffix made against the category's reference probe
+    on this base model (selectors.shared.attack_source_version; made now and kept if no worker has
+    made it yet) applied to this probe, one forward. None when the category has no such reference;
+    ``{"source", "self": True}`` when this probe is it."""
+    from evaluator.attack import attack_probe
+    from leaderboard.selectors.shared import attack_source_version
+
+    version = run.probe_version
+    source = attack_source_version(
+        category_id=version.probe.category_id, base_model_id=version.probe.base_model_id, task_id=run.task_id
+    )
+    if source is None:
+        return None
+    about = {"source": source.probe.slug, "source_version": source.number}
+    if source.pk == version.pk:
+        return {**about, "self": True}
+    path = suffix_path(source.artifact_sha256, run.task_id)
+    if not path.exists():
+        _attack_kept(probe_for(source), run.task_id, lm, lambda f, m: progress(0.5 + 0.4 * f, f"source {m}"))
+    out = attack_probe(
+        probe, task_id=run.task_id, registry=registry(), cache_dir=settings.CACHE_DIR, lm=lm, suffix_in=path
+    )
+    return {
+        **about,
+        "self": False,
+        "recall_attacked": out["recall_attacked"],
+        "scores": out["scores"]["positives_attacked"],
+    }
+
+
+def _robustness(run: EvaluationRun, progress: Progress) -> RunOutcome:
+    """The protocol's soft-suffix attack against the frozen probe on one task's test positives, and
+    the transfer attack (the category reference's suffix applied to it): the attacked scores are
+    stored per example (the score writer recomputes the recalls from them and the clean runs), the
+    recall curve over the steps and the transfer's scores in the metrics."""
+    import numpy as np
+
+    probe = probe_for(run.probe_version)
+    lm = loaded_model(probe.base_model)
+    out = _attack_kept(probe, run.task_id, lm, lambda f, m: progress(0.5 * f, m))
+    transfer = _transfer_attack(run, probe, lm, progress)
     attacked = out["scores"]["positives_attacked"]
     probs = probe.probability(np.asarray(attacked, dtype=np.float64)).tolist() if attacked else []
+    keys = ("threshold", "recall_clean", "recall_attacked", "steps", "steps_to_half", "curve", "budget")
     outcome = RunOutcome(
         example_scores=[
             {"id": i, "label": 1, "score": float(s), "prob": float(p)}
             for i, s, p in zip(out["ids"]["positives"], attacked, probs, strict=True)
         ],
-        metrics={
-            "attack": {
-                k: out[k]
-                for k in (
-                    "threshold",
-                    "recall_clean",
-                    "recall_attacked",
-                    "steps",
-                    "steps_to_half",
-                    "curve",
-                    "budget",
-                )
-            },
-            "n": out["n_positives"],
-        },
+        metrics={"attack": {k: out[k] for k in keys}, "transfer": transfer, "n": out["n_positives"]},
         timings={
             "total": out["seconds"],
             **({"attack": out["attack_seconds"]} if "attack_seconds" in out else {}),

@@ -238,6 +238,11 @@ class LeaderboardRowOutput(serializers.Serializer):
         help_text="attack_recall ÷ the clean recall, clipped to [0, 1], mean over tasks: the measured value of the"
         " goodhart component (null where not measured: the component then shows the spec's default, flagged)",
     )
+    transfer_attack_recall = serializers.FloatField(
+        allow_null=True,
+        help_text="recall of the test positives under the suffix made against the category's reference probe on"
+        " the same base model (the transfer attack), mean over tasks; null where not measured",
+    )
     badges = BadgesOutput(source="*")
     compare_rank = serializers.IntegerField(allow_null=True)
     compare_total = serializers.FloatField(allow_null=True)

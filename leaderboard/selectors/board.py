@@ -36,7 +36,7 @@ from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, Lower
 from django.db.models.lookups import GreaterThanOrEqual
 
-from evaluator.attack import ATTACK_RECALL_KEY, GOODHART_KEY
+from evaluator.attack import ATTACK_RECALL_KEY, GOODHART_KEY, TRANSFER_RECALL_KEY
 from evaluator.records import (
     CONTROLLED_AUROC_CI_KEY,
     CONTROLLED_AUROC_KEY,
@@ -202,6 +202,8 @@ class BoardRow:
     attack_recall: float | None = None
     #: the same ÷ the clean recall (the goodhart component's measured value); None: not measured
     goodhart_resistance: float | None = None
+    #: recall under the category reference's suffix (the transfer attack); None: not measured
+    transfer_attack_recall: float | None = None
     #: the category board's Borda rank across its tasks, and rank on the latest quarterly holdout
     #: minus rank on test (RankInterval; None: not computed / not measured in that cycle)
     borda_rank: int | None = None
@@ -534,6 +536,8 @@ def board_details_attach(rows: Iterable[BoardRow]) -> None:
             row.attack_recall = float(row.measurements[ATTACK_RECALL_KEY])
         if isinstance(row.measurements.get(GOODHART_KEY), (int, float)):
             row.goodhart_resistance = float(row.measurements[GOODHART_KEY])
+        if isinstance(row.measurements.get(TRANSFER_RECALL_KEY), (int, float)):
+            row.transfer_attack_recall = float(row.measurements[TRANSFER_RECALL_KEY])
     board_intervals_attach(rows)
 
 

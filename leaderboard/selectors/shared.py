@@ -38,6 +38,47 @@ def ea_reference_version(*, base_model: BaseModel | str) -> ProbeVersion | None:
     )
 
 
+#: The transfer attack's source on a (category, base model, task): the maintainers' reference probe
+#: of the category on that model that reads one prompt and is scored on the task, by recipe method
+#: in this order (the supervised probe first), then by slug. Fixed before anything is measured.
+ATTACK_SOURCE_METHODS = ("logistic_regression", "diff_of_means", "mlp", "pca_unsupervised")
+
+
+def attack_source_version(*, category_id: str, base_model_id: str, task_id: str) -> ProbeVersion | None:
+    """The reference probe whose soft suffix every other probe of the category on the same base
+    model faces in the transfer attack on ``task_id`` (:data:`ATTACK_SOURCE_METHODS`); None when the
+    category has no such reference probe on that model."""
+    candidates = (
+        ProbeVersion.objects.latest_per_probe()
+        .filter(
+            probe__is_reference=True,
+            probe__owner__system_account__isnull=False,
+            displaced_by_reference=False,
+            probe__category_id=category_id,
+            probe__base_model_id=base_model_id,
+            input="single",
+            runs__kind=Run.Kind.SCORE,
+            runs__task_id=task_id,
+            runs__split="test",
+            runs__status=Run.Status.SUCCEEDED,
+            runs__cycle=None,
+        )
+        .select_related("probe")
+        .distinct()
+    )
+
+    def order(v: ProbeVersion) -> tuple[int, str]:
+        method = (v.recipe or {}).get("method", "")
+        rank = (
+            ATTACK_SOURCE_METHODS.index(method)
+            if method in ATTACK_SOURCE_METHODS
+            else len(ATTACK_SOURCE_METHODS)
+        )
+        return rank, v.probe.slug
+
+    return min(candidates, key=order, default=None)
+
+
 def ea_reference_pending(*, base_model: BaseModel) -> ProbeVersion | None:
     """The newest eval-awareness reference version of a base model still being measured (its
     submission queued or running): the one that becomes current once it is scored."""

@@ -151,15 +151,15 @@ def robustness_measurements(
         test = ScoredExamples.from_records(splits["test"].example_scores)
         attacked = ScoredExamples.from_records(run.example_scores)
         attack = (run.metrics or {}).get("attack") or {}
+        train_negatives = train.scores[train.labels == 0]
         per_task[task_id] = {
             **attack_metrics(
-                train_negatives=train.scores[train.labels == 0],
-                test=(test.labels, test.scores),
-                attacked=attacked.scores,
+                train_negatives=train_negatives, test=(test.labels, test.scores), attacked=attacked.scores
             ),
             "steps": attack.get("steps"),
             "steps_to_half": attack.get("steps_to_half"),
             "curve": attack.get("curve") or [],
+            "transfer": _transfer_read((run.metrics or {}).get("transfer"), train_negatives, test),
         }
     summary = robustness_summary(per_task, pending=pending)
     if summary[GOODHART_KEY] is not None:
@@ -169,6 +169,33 @@ def robustness_measurements(
     if failed and not per_task:
         return summary, f"the attack failed on {', '.join(failed)}"
     return summary, "the clean recall at 1% FPR is 0 on every task: nothing for an attack to take"
+
+
+def _transfer_read(
+    stored: dict[str, Any] | None, train_negatives: Any, test: ScoredExamples
+) -> dict[str, Any] | None:
+    """A robustness run's transfer attack, its recall recomputed from the stored scores (None: the
+    category has no reference probe on this model to make the suffix against)."""
+    from evaluator.attack import attack_metrics
+
+    if not stored:
+        return None
+    about = {"source": stored.get("source"), "source_version": stored.get("source_version")}
+    if stored.get("self"):
+        return {**about, "self": True}
+    import numpy as np
+
+    m = attack_metrics(
+        train_negatives=train_negatives,
+        test=(test.labels, test.scores),
+        attacked=np.asarray(stored.get("scores") or [], dtype=np.float64),
+    )
+    return {
+        **about,
+        "self": False,
+        "recall_attacked": m["recall_attacked"],
+        "goodhart_resistance": m["goodhart_resistance"],
+    }
 
 
 def measurements_compute(

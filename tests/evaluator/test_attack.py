@@ -38,10 +38,11 @@ def probes(tiny_root, tiny_registry, cache_dir, smollm, tmp_path_factory):
     return fitted, random
 
 
-def _attack(capsys, root, cache_dir, probe, steps: int) -> dict:
+def _attack(capsys, root, cache_dir, probe, steps: int | None, *extra: str) -> dict:
     from evaluator.cli import main
 
-    argv = ["attack", "--probe", str(probe), "--task", TASK, "--steps", str(steps)]
+    argv = ["attack", "--probe", str(probe), "--task", TASK, *extra]
+    argv += ["--steps", str(steps)] if steps is not None else []
     assert main([*argv, "--registry", str(root), "--cache-dir", str(cache_dir), "--json"]) == 0
     return json.loads(capsys.readouterr().out)
 
@@ -91,7 +92,7 @@ def test_the_clean_scores_are_the_boards(probes, tiny_registry, cache_dir):
     )
     lm = load_model(SMOLLM, registry=tiny_registry, cache_dir=cache_dir, device="cpu")
     rows = read_split(tiny_registry, TASK, "test")
-    encoded = _encode(lm, render_prompts(tiny_registry.task(TASK), rows.texts, "single"), 512)
+    encoded = _encode(lm, render_prompts(tiny_registry.task(TASK), rows.texts, "single"), 512, 0)
     own = _scores(lm, probe, encoded, range(len(rows.ids)), None)
     assert own == pytest.approx(run.examples.scores, abs=1e-3)
 
@@ -133,3 +134,33 @@ def test_bad_steps_are_refused_with_the_accepted_range(probes, tiny_root, cache_
     argv = ["attack", "--probe", str(fitted), "--task", TASK, "--steps", "-1", "--registry", str(tiny_root)]
     assert main([*argv, "--cache-dir", str(cache_dir), "--json"]) == 2
     assert "accepted 0..5000" in capsys.readouterr().err
+
+
+def test_a_kept_suffix_applied_again_reproduces_the_attack(probes, tiny_root, cache_dir, capsys, tmp_path):
+    """The transfer path: the suffix the attack kept, applied with --suffix-in (no optimisation),
+    gives the attacked scores of the attack's last step; one made on another model is refused."""
+    from safetensors.numpy import load_file, save_file
+
+    from evaluator.cli import main
+
+    fitted, random = probes
+    kept = tmp_path / "suffix.safetensors"
+    direct = _attack(capsys, tiny_root, cache_dir, fitted, 4, "--suffix-out", str(kept))
+    again = _attack(capsys, tiny_root, cache_dir, fitted, None, "--suffix-in", str(kept))
+    assert again["steps"] == 0 and again["transfer_from"]["probe"] == "capitals logreg"
+    assert again["scores"]["positives_attacked"] == pytest.approx(
+        direct["scores"]["positives_attacked"], abs=1e-3
+    )
+    assert again["recall_attacked"] == _recall(again["scores"]["positives_attacked"], again["threshold"])
+    # applied to another probe on the same model: one forward, its own threshold
+    other = _attack(capsys, tiny_root, cache_dir, random, None, "--suffix-in", str(kept))
+    assert other["n_positives"] == direct["n_positives"] and other["threshold"] != direct["threshold"]
+
+    foreign = tmp_path / "foreign.safetensors"
+    save_file(load_file(str(kept)), str(foreign), metadata={"base_model": "gemma-3-270m"})
+    argv = ["attack", "--probe", str(fitted), "--task", TASK, "--suffix-in", str(foreign)]
+    assert main([*argv, "--registry", str(tiny_root), "--cache-dir", str(cache_dir), "--json"]) == 2
+    assert "made on gemma-3-270m, not on smollm2-135m-instruct" in capsys.readouterr().err
+    argv = ["attack", "--probe", str(fitted), "--task", TASK, "--suffix-in", str(kept), "--steps", "3"]
+    assert main([*argv, "--registry", str(tiny_root), "--cache-dir", str(cache_dir), "--json"]) == 2
+    assert "takes no --steps" in capsys.readouterr().err

@@ -175,3 +175,65 @@ def test_the_probe_page_shows_the_attack_per_task_and_its_curve(client, board):
     assert "Recall under attack" in page and "<svg" in page  # the recall-vs-steps plot
     assert "step 5, recall 0.100" in page
     assert "n/a: not measured" in client.get("/probes/unattacked/").content.decode()
+
+
+def _reference(system_account, slug: str, method: str, task, *, input_kind: str = "single"):
+    """A scored reference probe of the system account with a successful test run on ``task``."""
+    from tests.factories import SubmissionFactory
+
+    probe = ProbeFactory(
+        slug=slug, category_id="hallucination", base_model_id=SMOL, owner=system_account, is_reference=True
+    )
+    version = ProbeVersionFactory(probe=probe, input=input_kind, recipe={"method": method, "task": task.slug})
+    SubmissionFactory(probe_version=version, status="scored")
+    EvaluationRunFactory(probe_version=version, task=task, split="test")
+    return version
+
+
+def test_the_transfer_source_is_the_supervised_reference_scored_on_the_task(registry, system_account):
+    from leaderboard.selectors.shared import attack_source_version
+
+    task = Task.objects.filter(category_id="hallucination", status=Task.Status.ACTIVE).first()
+    where = {"category_id": "hallucination", "base_model_id": SMOL, "task_id": task.slug}
+    assert attack_source_version(**where) is None
+    pca = _reference(system_account, "ref-pca", "pca_unsupervised", task)
+    assert attack_source_version(**where) == pca
+    _reference(system_account, "ref-pair", "logistic_regression", task, input_kind="contrast_pair")
+    assert attack_source_version(**where) == pca  # a contrast pair cannot be attacked
+    logreg = _reference(system_account, "ref-logreg", "logistic_regression", task)
+    assert attack_source_version(**where) == logreg
+    # someone else's probe never is, whatever it claims
+    impostor = ProbeVersionFactory(
+        probe=ProbeFactory(
+            slug="aaa-logreg", category_id="hallucination", base_model_id=SMOL, is_reference=True
+        ),
+        recipe={"method": "logistic_regression"},
+    )
+    EvaluationRunFactory(probe_version=impostor, task=task, split="test")
+    assert attack_source_version(**where) == logreg
+    assert attack_source_version(**(where | {"base_model_id": "gemma-3-270m"})) is None
+
+
+def test_the_transfer_recall_is_recomputed_from_the_stored_scores(registry):
+    version, task = ProbeVersionFactory(), TaskFactory()
+    train, test, robust = _runs(version, task)
+    positives = [e for e in test.example_scores if e["label"] == 1]
+    robust.metrics = robust.metrics | {
+        "transfer": {
+            "source": "ref-logreg",
+            "source_version": 1,
+            "self": False,
+            "recall_attacked": 0.123,  # what the worker said; the writer recomputes it
+            "scores": [e["score"] for e in positives],  # the suffix took nothing away
+        }
+    }
+    out, _ = robustness_measurements({task.slug: robust}, {task.slug: {"train": train, "test": test}})
+    t = out["robustness"][task.slug]
+    assert t["transfer"]["source"] == "ref-logreg" and not t["transfer"]["self"]
+    assert (
+        t["transfer"]["recall_attacked"] == t["recall_clean"] and t["transfer"]["goodhart_resistance"] == 1.0
+    )
+    assert out["transfer_attack_recall"] == t["recall_clean"]
+    robust.metrics = robust.metrics | {"transfer": {"source": version.probe.slug, "self": True}}
+    out, _ = robustness_measurements({task.slug: robust}, {task.slug: {"train": train, "test": test}})
+    assert out["robustness"][task.slug]["transfer"]["self"] and out["transfer_attack_recall"] is None
