@@ -349,6 +349,27 @@ def _transfer_attack(run: EvaluationRun, probe, lm, progress: Progress) -> dict 
     }
 
 
+def _attack_reused(run: EvaluationRun, probe) -> dict | None:
+    """A robustness run queued again for its transfer attack (services.runs.transfer_attacks_refresh)
+    keeps its direct attack: the same artifact, task and protocol give the same suffix, whose file is
+    in the cache. None when there is nothing to keep (a first run, another protocol, no file)."""
+    previous = (run.metrics or {}).get("attack")
+    if (
+        not previous
+        or not run.example_scores
+        or (previous.get("budget") or {}).get("protocol") != protocol().id
+        or not suffix_path(probe.sha256, run.task_id).exists()
+    ):
+        return None
+    return {
+        **previous,
+        "ids": {"positives": [e["id"] for e in run.example_scores]},
+        "scores": {"positives_attacked": [float(e["score"]) for e in run.example_scores]},
+        "n_positives": len(run.example_scores),
+        "seconds": 0.0,
+    }
+
+
 def _robustness(run: EvaluationRun, progress: Progress) -> RunOutcome:
     """The protocol's soft-suffix attack against the frozen probe on one task's test positives, and
     the transfer attack (the category reference's suffix applied to it): the attacked scores are
@@ -358,7 +379,9 @@ def _robustness(run: EvaluationRun, progress: Progress) -> RunOutcome:
 
     probe = probe_for(run.probe_version)
     lm = loaded_model(probe.base_model)
-    out = _attack_kept(probe, run.task_id, lm, lambda f, m: progress(0.5 * f, m))
+    out = _attack_reused(run, probe) or _attack_kept(
+        probe, run.task_id, lm, lambda f, m: progress(0.5 * f, m)
+    )
     transfer = _transfer_attack(run, probe, lm, progress)
     attacked = out["scores"]["positives_attacked"]
     probs = probe.probability(np.asarray(attacked, dtype=np.float64)).tolist() if attacked else []

@@ -52,6 +52,7 @@ from leaderboard.services.runs import (
     RELIABILITY_MEASURE_TASK,
     evaluation_runs_dispatch_on_commit,
     task_delay,
+    transfer_attacks_refresh,
 )
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,10 @@ def reevaluation_start(*, quarter: str, by, dispatch: bool = True) -> Reevaluati
     backfill = coverage_start(dispatch=dispatch)
     if backfill:
         log.info("cycle %s: %d backfill run(s) for tasks added since scoring", quarter, len(backfill))
+    # the transfer attack follows the category's current reference probe
+    refreshed = transfer_attacks_refresh(dispatch=dispatch)
+    if refreshed:
+        log.info("cycle %s: %d transfer attack(s) to measure against a new source", quarter, len(refreshed))
     log.info("cycle %s started: %d holdouts, %d runs", quarter, len(holdouts), len(runs))
     if not runs:
         cycle_advance(cycle_id=cycle.pk)

@@ -35,7 +35,13 @@ from leaderboard import runner
 from leaderboard.errors import InfrastructureFault
 from leaderboard.models import BaseModel, EvaluationRun, ProbeVersion, Submission, Task, TaskSplit
 from leaderboard.policy import MAX_ATTEMPTS, PRIMARY_QUEUE, SCORE_SPLITS, run_queue
-from leaderboard.selectors.shared import ea_reference_pending, ea_reference_version, tasks_applicable
+from leaderboard.selectors.shared import (
+    attack_source_version,
+    ea_reference_pending,
+    ea_reference_version,
+    scored_versions,
+    tasks_applicable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +170,43 @@ def robustness_runs_planned(*, version: ProbeVersion, tasks: list[Task]) -> list
     if reg.protocol().attack is None or model not in reg.models or reg.models[model].encoder:
         return []
     return [(version, Run.Kind.ROBUSTNESS, t, "test", model) for t in tasks]
+
+
+def transfer_attacks_refresh(*, dispatch: bool = True) -> list[EvaluationRun]:
+    """Queue again every finished robustness run of an active entry whose transfer attack was made
+    against another source than its category's reference probe today (a new reference version, a
+    reference added since): a quarterly cycle calls it. The rerun keeps the direct attack (the same
+    artifact, task and protocol give the same suffix, kept in the cache) and measures the transfer
+    with the current source's suffix; the Score keeps the old numbers until it has."""
+    versions = {v.pk: v for v in scored_versions()}
+    stale = []
+    runs = Run.objects.filter(
+        kind=Run.Kind.ROBUSTNESS, cycle=None, status=Run.Status.SUCCEEDED, probe_version_id__in=list(versions)
+    ).select_related("probe_version__probe")
+    for run in runs:
+        version = versions[run.probe_version_id]
+        source = attack_source_version(
+            category_id=version.probe.category_id,
+            base_model_id=version.probe.base_model_id,
+            task_id=run.task_id,
+        )
+        stored = (run.metrics or {}).get("transfer") or None
+        now = None if source is None else (source.probe.slug, source.number)
+        before = None if stored is None else (stored.get("source"), stored.get("source_version"))
+        if now != before:
+            stale.append(run.pk)
+    Run.objects.filter(pk__in=stale, status=Run.Status.SUCCEEDED).update(
+        status=Run.Status.QUEUED,
+        progress=0.0,
+        step="",
+        attempts=0,
+        queued_at=timezone.now(),
+        finished_at=None,
+    )
+    requeued = list(Run.objects.filter(pk__in=stale, status=Run.Status.QUEUED))
+    if dispatch:
+        evaluation_runs_dispatch_on_commit(requeued)
+    return requeued
 
 
 def score_runs_plan(

@@ -237,3 +237,33 @@ def test_the_transfer_recall_is_recomputed_from_the_stored_scores(registry):
     robust.metrics = robust.metrics | {"transfer": {"source": version.probe.slug, "self": True}}
     out, _ = robustness_measurements({task.slug: robust}, {task.slug: {"train": train, "test": test}})
     assert out["robustness"][task.slug]["transfer"]["self"] and out["transfer_attack_recall"] is None
+
+
+def test_a_cycle_requeues_a_transfer_attack_made_against_another_source(registry, system_account):
+    from leaderboard.services.runs import transfer_attacks_refresh
+    from tests.factories import SubmissionFactory
+
+    task = Task.objects.filter(category_id="hallucination", status=Task.Status.ACTIVE).first()
+    entry = ProbeVersionFactory(
+        probe=ProbeFactory(slug="entry", category_id="hallucination", base_model_id=SMOL)
+    )
+    SubmissionFactory(probe_version=entry, status="scored")
+    run = EvaluationRunFactory(
+        probe_version=entry,
+        task=task,
+        kind=Run.Kind.ROBUSTNESS,
+        metrics={"attack": {"steps": 100}, "transfer": None},  # measured when the category had no source
+    )
+    assert transfer_attacks_refresh(dispatch=False) == []
+    source = _reference(system_account, "ref-logreg", "logistic_regression", task)
+    assert [r.pk for r in transfer_attacks_refresh(dispatch=False)] == [run.pk]
+    run.refresh_from_db()
+    assert run.status == Run.Status.QUEUED and run.metrics["attack"] == {"steps": 100}  # kept for reuse
+    # measured against the current source: nothing to do
+    run.status = Run.Status.SUCCEEDED
+    run.metrics = {
+        "attack": {"steps": 100},
+        "transfer": {"source": "ref-logreg", "source_version": source.number},
+    }
+    run.save()
+    assert transfer_attacks_refresh(dispatch=False) == []
