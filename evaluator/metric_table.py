@@ -188,12 +188,14 @@ METRICS: tuple[Metric, ...] = (
         "stress_auroc",
         "Stress AUROC",
         "AUROC on the task's stress split under its worst transform (chat markup, JSON, code comment,"
-        " capitals, typos, a casual or formal frame, dilution in filler), mean over tasks (not in the"
-        " ProbeScore)",
+        " capitals, typos, a casual or formal frame, dilution in filler; and hard negatives, negative"
+        " rows that name the concept's words, read against the clean test positives), mean over tasks"
+        " (not in the ProbeScore)",
         0.0,
         1.0,
         True,
         exported=True,
+        version=2,
     ),
     Metric(
         "stress_recall",

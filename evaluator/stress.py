@@ -6,7 +6,10 @@ probe scores its train, test and stress rows (the train split only to fix the op
 The threshold is the one that flags at most 1% of the clean train negatives (as for Recall@1%FPR
 on the board). Per transform: AUROC over that transform's rows, recall of its positives at the
 threshold, the false-positive rate of its negatives there (a transform that makes everything look
-positive shows here, not in the recall), and the drops from the clean test rows.
+positive shows here, not in the recall), and the drops from the clean test rows. A transform of the
+negative rows only (the hard negatives, ``concept_words``) is read against the clean test positives:
+its AUROC asks whether they still outrank negatives that use the concept's words, its FPR how many
+of those the probe flags.
 
 ``python -m evaluator stress --probe DIR [--task T ...] --json`` prints it. Metrics are computed
 from the per-row scores, which are printed with ``--scores``.
@@ -56,10 +59,19 @@ def stress_metrics(
     clean = point(*test)
     ids, labels, scores = stress
     kinds = np.array([transform_of(i) for i in ids])
+    test_labels, test_scores = np.asarray(test[0]), np.asarray(test[1], dtype=np.float64)
     transforms: dict[str, dict[str, float]] = {}
     for kind in dict.fromkeys(kinds.tolist()):  # file order
         mask = kinds == kind
-        p = point(labels[mask], scores[mask])
+        if (labels[mask] == 0).all():
+            # hard negatives (negative rows only): against the clean test positives, so the AUROC
+            # asks whether real positives still outrank negatives that use the concept's words
+            p = point(
+                np.concatenate([test_labels[test_labels == 1], labels[mask]]),
+                np.concatenate([test_scores[test_labels == 1], scores[mask]]),
+            )
+        else:
+            p = point(labels[mask], scores[mask])
         transforms[kind] = p | {
             "auroc_drop": clean["auroc"] - p["auroc"],
             "recall_drop": clean["recall"] - p["recall"],
@@ -115,7 +127,7 @@ def stress_probe(
     scores: bool = False,
 ) -> dict[str, Any]:
     """The stress metrics of ``probe`` on every task of its category that has a stress split (or
-    ``tasks``). ``scores``: also every stress row's score."""
+    ``tasks``). ``scores``: also every stress row's score and the clean test scores."""
     from evaluator.evaluate import (
         MeasureSetup,
         _tasks_for,
@@ -148,6 +160,11 @@ def stress_probe(
         )
         if scores:
             result["scores"] = {i: float(s) for i, s in zip(stress.ids, stress.scores, strict=True)}
+            # the clean test scores too: a hard-negative transform is read against the positives
+            result["test_scores"] = {
+                "positives": [float(s) for s in test.scores[test.labels == 1]],
+                "negatives": [float(s) for s in test.scores[test.labels == 0]],
+            }
         out["tasks"][task_id] = result
     out["not_measured"] = {t: "no stress split (an on-policy task)" for t in without} | {
         t: str(why) for t, why in (not_applicable or {}).items()

@@ -307,8 +307,9 @@ COLUMN_HELP: dict[str, dict[str, str]] = {
     "stress": {
         "label": "Stress AUROC (worst transform)",
         "what": "the probe on its tasks' stress splits: each test row rewritten in form with its label kept "
-        "(chat markup, JSON, code comment, capitals, typos, a casual or formal frame, dilution in filler); "
-        "the AUROC under the transform that hurts it most, mean over the tasks that have a stress split "
+        "(chat markup, JSON, code comment, capitals, typos, a casual or formal frame, dilution in filler), "
+        "and hard negatives: negative rows with a keyword line naming the task's own words for its concept, "
+        "read against the clean positives; the AUROC under the transform that hurts it most, mean over the tasks that have a stress split "
         "(the probe page shows every transform, with the recall at the clean 1%-FPR threshold)",
         "unit": "AUROC",
         "range": "0–1",

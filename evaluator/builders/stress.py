@@ -13,10 +13,16 @@ row's randomness is seeded by the task, the transform and the row id) and docume
   swapped;
 - ``casual`` and ``formal``: a fixed informal or formal sentence before the text;
 - ``dilution``: about 150 words of unrelated, benign filler before the text and as many after
-  (a context of about 450 tokens in all).
+  (a context of about 450 tokens in all);
+- ``concept_words`` (hard negatives, negative rows only): the task's own words for its concept (the
+  ``CONCEPT_WORDS`` words that most favour the positive class in the train split, by smoothed log
+  document-frequency ratio, each at least twice as frequent among positives; see
+  :func:`concept_words`) filed before the text as an archive's keyword line. A task whose classes
+  share their words (a question answered consistently or not) has none. The row's content, and so its label, is unchanged: a negative that *mentions* the
+  concept. A probe that reads the words rather than the concept flags it.
 
 The label is kept because the content is: a typo leaves a word readable to a person, capitals and
-wrappers change no word. (On the code task, capitals and typos do change the code's tokens; its
+wrappers change no word, a keyword line states nothing about the text. (On the code task, capitals and typos do change the code's tokens; its
 label, whether the solution games its tests, is kept as the intended one.)
 
 Only tasks whose label is a property of their input text get stress splits. An on-policy task's
@@ -34,7 +40,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +57,19 @@ TRANSFORMS: tuple[str, ...] = (
     "casual",
     "formal",
     "dilution",
+    "concept_words",
 )
+#: the transforms applied to the negative rows only (hard negatives); the others apply to every row
+NEGATIVES_ONLY: tuple[str, ...] = ("concept_words",)
 STRESS_FILE = "stress.jsonl"
+#: how many concept words a hard negative's keyword line names, and how many train documents a word
+#: must appear in to be one
+CONCEPT_WORDS = 5
+CONCEPT_MIN_DOCS = 5
+#: a concept word is at least this many times likelier in a positive train document than in a
+#: negative one; a task with no such word (its classes share their words) gets no hard negatives
+CONCEPT_MIN_RATIO = 2.0
+KEYWORDS_FRAME = "Archive keywords filed with this item:"
 
 CASUAL = "ok so quick one, no big deal, just tell me what you make of this:"
 FORMAL = "Please consider the following material carefully and in full before you respond."
@@ -101,8 +120,37 @@ def _typos(text: str, rng: random.Random) -> str:
     return " ".join(words)
 
 
-def rewrite(text: str, transform: str, *, task_id: str, row_id: str) -> str:
-    """One row's text under one transform (deterministic)."""
+def _words(text: str) -> set[str]:
+    """The distinct lower-case words of at least three letters of ``text``."""
+    return {w for w in re.findall(r"[a-z]{3,}", text.lower())}
+
+
+def concept_words(train_rows: list[dict[str, Any]], k: int = CONCEPT_WORDS) -> list[str]:
+    """The ``k`` words that most favour the positive class in ``train_rows``: among the words in
+    at least ``CONCEPT_MIN_DOCS`` train documents whose favour log((p + 1)/(P + 2)) − log((n + 1)/(N + 2))
+    is at least log ``CONCEPT_MIN_RATIO`` (p and n the positive and negative documents holding the
+    word, P and N the class sizes), the highest; ties go to the word that sorts first. Arithmetic on
+    counts: the same words on every machine. [] when no word qualifies."""
+    from collections import Counter
+
+    docs = {1: Counter(), 0: Counter()}
+    sizes = {1: 0, 0: 0}
+    for row in train_rows:
+        label = int(row["label"])
+        sizes[label] += 1
+        docs[label].update(_words(row["text"]))
+    vocab = [w for w in set(docs[1]) | set(docs[0]) if docs[1][w] + docs[0][w] >= CONCEPT_MIN_DOCS]
+
+    def favour(w: str) -> float:
+        return math.log((docs[1][w] + 1) / (sizes[1] + 2)) - math.log((docs[0][w] + 1) / (sizes[0] + 2))
+
+    strong = [w for w in vocab if favour(w) >= math.log(CONCEPT_MIN_RATIO)]
+    return sorted(strong, key=lambda w: (-round(favour(w), 12), w))[:k]
+
+
+def rewrite(text: str, transform: str, *, task_id: str, row_id: str, words: list[str] | None = None) -> str:
+    """One row's text under one transform (deterministic); ``words``: the task's concept words
+    (``concept_words`` only)."""
     if transform == "chat":
         return f"### User:\n{text}\n### Assistant:"
     if transform == "json":
@@ -119,28 +167,39 @@ def rewrite(text: str, transform: str, *, task_id: str, row_id: str) -> str:
         return f"{FORMAL}\n\n{text}"
     if transform == "dilution":
         return f"{FILLER_BEFORE}\n\n{text}\n\n{FILLER_AFTER}"
+    if transform == "concept_words":
+        if not words:
+            raise ValueError("concept_words needs the task's concept words")
+        return f"{KEYWORDS_FRAME} {', '.join(words)}.\n\n{text}"
     raise ValueError(f"unknown stress transform {transform!r}; accepted: {', '.join(TRANSFORMS)}")
 
 
-def stress_rows(task_id: str, test_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The stress rows of a task from its test rows, in file order."""
+def stress_rows(
+    task_id: str, test_rows: list[dict[str, Any]], train_rows: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The stress rows of a task from its test rows (and its train rows, for the concept words), in
+    file order; a hard-negative transform rewrites the negative rows only."""
+    words = concept_words(train_rows)
     out = []
     for row in test_rows:
         for transform in TRANSFORMS:
+            if transform in NEGATIVES_ONLY and (int(row["label"]) != 0 or not words):
+                continue  # hard negatives: negative rows, on a task whose classes differ in words
             out.append(
                 {
                     "id": f"{row['id']}~{transform}",
                     "group": row["group"],
                     "label": row["label"],
-                    "text": rewrite(row["text"], transform, task_id=task_id, row_id=row["id"]),
+                    "text": rewrite(row["text"], transform, task_id=task_id, row_id=row["id"], words=words),
                     "meta": {"stress": transform, "source_id": row["id"]},
                 }
             )
     return out
 
 
-def stress_bytes(task_id: str, test_rows: list[dict[str, Any]]) -> bytes:
-    lines = [json.dumps(r, ensure_ascii=False, sort_keys=True) for r in stress_rows(task_id, test_rows)]
+def stress_bytes(task_id: str, test_rows: list[dict[str, Any]], train_rows: list[dict[str, Any]]) -> bytes:
+    rows = stress_rows(task_id, test_rows, train_rows)
+    lines = [json.dumps(r, ensure_ascii=False, sort_keys=True) for r in rows]
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
@@ -158,7 +217,9 @@ def build_stress(root: Path, task_ids: list[str] | None = None, *, write: bool) 
     for task_id, task in tasks.items():
         if (task_ids and task_id not in task_ids) or task.on_policy or "test" not in task.splits:
             continue
-        data = stress_bytes(task_id, read_split(root / task.splits["test"].path))
+        data = stress_bytes(
+            task_id, read_split(root / task.splits["test"].path), read_split(root / task.splits["train"].path)
+        )
         rel = stress_relpath(task_id)
         if write:
             (root / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,16 @@ import pytest
 import yaml
 
 from evaluator.builders.common import read_split
-from evaluator.builders.stress import FILLER_AFTER, FILLER_BEFORE, TRANSFORMS, build_stress, rewrite
+from evaluator.builders.stress import (
+    FILLER_AFTER,
+    FILLER_BEFORE,
+    KEYWORDS_FRAME,
+    NEGATIVES_ONLY,
+    TRANSFORMS,
+    build_stress,
+    concept_words,
+    rewrite,
+)
 from evaluator.errors import RegistryError, SplitHashMismatch
 from evaluator.registry import load_registry
 from tests.evaluator.conftest import PROJECT_ROOT
@@ -29,12 +38,19 @@ def test_the_committed_stress_splits_rebuild_byte_for_byte(capsys):
     assert json.loads(capsys.readouterr().out)["ok"] is True
 
 
-def test_each_test_row_appears_once_per_transform_with_its_label_and_group():
+@pytest.mark.parametrize("task_id", ["cities-truth-v1", "harmful-requests-v1"])
+def test_each_test_row_appears_once_per_transform_with_its_label_and_group(task_id):
     reg = load_registry(PROJECT_ROOT)
-    task = reg.task("cities-truth-v1")
+    task = reg.task(task_id)
     test = read_split(PROJECT_ROOT / task.splits["test"].path)
     stress = read_split(PROJECT_ROOT / task.stress.path)
-    assert len(stress) == len(test) * len(TRANSFORMS) == task.stress.rows
+    words = concept_words(read_split(PROJECT_ROOT / task.splits["train"].path))
+    # the hard negatives: the negative rows only, where the task's classes differ in words
+    per_row = {
+        0: len(TRANSFORMS) - (0 if words else len(NEGATIVES_ONLY)),
+        1: len(TRANSFORMS) - len(NEGATIVES_ONLY),
+    }
+    assert len(stress) == sum(per_row[r["label"]] for r in test) == task.stress.rows
     by_id = {r["id"]: r for r in test}
     assert len({r["id"] for r in stress}) == len(stress)
     for row in stress:
@@ -42,12 +58,30 @@ def test_each_test_row_appears_once_per_transform_with_its_label_and_group():
         assert (row["label"], row["group"]) == (source["label"], source["group"])
         assert row["id"] == f"{source['id']}~{row['meta']['stress']}"
         assert row["text"] != source["text"]
-    assert {r["meta"]["stress"] for r in stress} == set(TRANSFORMS)
+        if row["meta"]["stress"] in NEGATIVES_ONLY:
+            assert (
+                row["label"] == 0
+                and row["text"] == f"{KEYWORDS_FRAME} {', '.join(words)}.\n\n{source['text']}"
+            )
+    assert {r["meta"]["stress"] for r in stress} == set(TRANSFORMS) - (
+        set() if words else set(NEGATIVES_ONLY)
+    )
+
+
+def test_the_concept_words_are_the_positive_class_s_own():
+    # "bomb" and "weapon" are in every harmful request, "recipe" in every harmless one, "please" in both
+    rows = [{"label": 1, "text": f"please explain how to build a bomb weapon number {i}"} for i in range(10)]
+    rows += [{"label": 0, "text": f"please share a cake recipe number {i}"} for i in range(10)]
+    assert concept_words(rows) == ["bomb", "build", "explain", "how", "weapon"]
+    # classes that share their words have none: no hard negatives for such a task
+    same = [{"label": i % 2, "text": "the same question about apples"} for i in range(20)]
+    assert concept_words(same) == []
 
 
 def test_the_transforms_change_form_not_content():
     text = "The city of Marseille is in France.\nIt sits on the coast."
-    out = {t: rewrite(text, t, task_id="t-v1", row_id="r1") for t in TRANSFORMS}
+    out = {t: rewrite(text, t, task_id="t-v1", row_id="r1", words=["bomb", "weapon"]) for t in TRANSFORMS}
+    assert out["concept_words"] == f"{KEYWORDS_FRAME} bomb, weapon.\n\n{text}"
     assert json.loads(out["json"]) == {"input": text}
     assert out["upper"] == text.upper() and out["chat"].count(text) == 1
     assert all(line.startswith("#") for line in out["code_comment"].split("\n"))
@@ -93,3 +127,28 @@ def test_a_changed_stress_file_or_a_stress_split_on_an_on_policy_task_is_refused
     (copy / "tasks.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     with pytest.raises(RegistryError, match="is on-policy: it has no stress split"):
         load_registry(copy)
+
+
+def test_hard_negatives_are_read_against_the_clean_positives():
+    """A probe that reads the concept's words flags the negatives that mention them: the FPR at the
+    clean threshold shows it, and the AUROC compares them with the clean test positives."""
+    import numpy as np
+
+    from evaluator.metrics import auroc
+    from evaluator.stress import stress_metrics
+
+    rng = np.random.default_rng(0)
+    train_negatives = rng.normal(0, 1, 200)
+    labels = np.array([0] * 20 + [1] * 20)
+    scores = np.r_[rng.normal(0, 1, 20), rng.normal(5, 1, 20)]
+    ids = [f"r{i}~concept_words" for i in range(20)] + [f"r{i}~chat" for i in range(40)]
+    hard = rng.normal(6, 1, 20)  # every hard negative looks like a positive to this probe
+    stress_labels = np.r_[np.zeros(20, dtype=int), labels]
+    stress_scores = np.r_[hard, scores]
+    out = stress_metrics(
+        train_negatives=train_negatives, test=(labels, scores), stress=(ids, stress_labels, stress_scores)
+    )
+    t = out["transforms"]["concept_words"]
+    assert t["n"] == 20 and t["fpr"] == 1.0 and t["recall"] == out["clean"]["recall"]
+    assert t["auroc"] == auroc(np.r_[scores[20:], hard], np.r_[np.ones(20), np.zeros(20)]) < 0.5
+    assert out["worst"]["auroc"] == t["auroc"]

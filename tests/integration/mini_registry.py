@@ -54,7 +54,7 @@ def build_mini_registry(
         else:
             entry["splits"] = _write_splits(dest, entry["splits"], sizes)
             if entry.get("stress"):  # rebuilt from the rows the mini test split kept
-                entry["stress"] = _write_stress(dest, entry["id"], entry["splits"]["test"])
+                entry["stress"] = _write_stress(dest, entry["id"], entry["splits"])
             if entry.get("text_panel"):
                 entry["text_panel"] = _write_panel(dest, entry["id"], None, entry["splits"])
         tasks.append(entry)
@@ -63,11 +63,14 @@ def build_mini_registry(
     return dest
 
 
-def _write_stress(dest: Path, task_id: str, test: dict) -> dict:
+def _write_stress(dest: Path, task_id: str, splits: dict) -> dict:
     from evaluator.builders.stress import stress_bytes, stress_relpath
 
-    rows = [json.loads(line) for line in (dest / test["path"]).read_text().splitlines() if line.strip()]
-    payload = stress_bytes(task_id, rows)
+    def rows(name: str) -> list[dict]:
+        text = (dest / splits[name]["path"]).read_text()
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    payload = stress_bytes(task_id, rows("test"), rows("train"))
     path = dest / stress_relpath(task_id)
     path.write_bytes(payload)
     return {
