@@ -121,14 +121,14 @@ def test_the_cli_with_its_defaults_gives_every_number_the_board_stores(
     )
     submission = Submission.objects.get(pk=sub_id)
     assert submission.status == "scored", submission.failure_reason
-    score = Score.objects.get(probe_version__submission__pk=sub_id, spec_id="v0.0.1")
+    score = Score.objects.get(probe_version__submission__pk=sub_id, spec_id="v0.0.2")
 
     cli = cli_evaluate(board_root, trained["truth"])
 
     # the same protocol, reference probe, spec and tasks, by default
     assert cli["protocol"] == "p1" and cli["model"]["dtype"] == "float32"
     assert cli["reference_probe"] == str(board_root / "registry" / "reference_probes" / "ea-smollm2")
-    assert cli["config"]["spec"] == "v0.0.1"
+    assert cli["config"]["spec"] == "v0.0.2"
     assert sorted(cli["tasks"]) == sorted(score.per_task)
     assert score.protocol == "p1" and score.environment["protocol"] == "p1"
     runs = EvaluationRun.objects.filter(submission_id=sub_id)
@@ -147,7 +147,9 @@ def test_the_cli_with_its_defaults_gives_every_number_the_board_stores(
     board = score.measurements
     assert cli["aggregate"]["rho_ce"] == pytest.approx(board["rho_ce"], abs=1e-9)
     assert set(cli["config"]["transfer_targets"]) == set(board["transfer"]) == {TARGET}
-    assert cli["imputed"] == board["imputed"] == {}
+    # nothing imputed but the Goodhart resistance: the CLI does not run the attack, and the suite
+    # plans no robustness run (tests/env_defaults.py)
+    assert set(cli["imputed"]) == set(board["imputed"]) == {"goodhart"}
     components = cli["probe_score"]["components"]
     for name, stored in score.components.items():
         if name == "latency":  # each machine times its own forward
@@ -158,8 +160,10 @@ def test_the_cli_with_its_defaults_gives_every_number_the_board_stores(
     # the total, with the CLI's latency replaced by the board's: identical
     reg = load_registry(board_root)
     local = {k: cli["aggregate"].get(k) for k in ("auroc", "auroc_ea", "auroc_ds", "ece", "rho_ce")}
-    measured = Measurements(**local, latency_ms=board["latency_ms"], license=cli["probe"]["license"])
-    total = probe_score(measured, spec=reg.spec("v0.0.1"), licenses=reg.licenses).total
+    measured = Measurements(
+        **local, latency_ms=board["latency_ms"], license=cli["probe"]["license"], goodhart_note="not measured"
+    )
+    total = probe_score(measured, spec=reg.spec("v0.0.2"), licenses=reg.licenses).total
     assert total == pytest.approx(score.total, abs=1e-9)
     assert cli["probe_score"]["total"] == pytest.approx(score.total, abs=0.02)  # latency alone
     assert cli["reproduction"]["reproduced"] is True

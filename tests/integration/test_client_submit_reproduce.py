@@ -155,7 +155,7 @@ def test_a_submission_followed_until_scored_is_reproduced_and_a_tampered_score_i
     out = json.loads(submitted.stdout)
     sub = Submission.objects.select_related("probe_version__probe").get(pk=out["id"])
     assert out["status"] == sub.status == "scored"
-    score = Score.objects.get(probe_version=sub.probe_version, spec_id="v0.0.1")
+    score = Score.objects.get(probe_version=sub.probe_version, spec_id="v0.0.2")
     row = out["board_row"]
     assert row["probe"] == out["probe"] == sub.probe_version.probe.slug
     assert row["version"] == out["version"] == 1

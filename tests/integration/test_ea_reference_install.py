@@ -59,7 +59,7 @@ def test_installing_the_second_reference_recomputes_the_dependents_auroc_ea_and_
     dependent_sub.refresh_from_db()
     assert dependent_sub.status == "scored", dependent_sub.failure_reason
     dependent = dependent_sub.probe_version
-    before = Score.objects.get(probe_version=dependent, spec_id="v0.0.1")
+    before = Score.objects.get(probe_version=dependent, spec_id="v0.0.2")
     assert not before.components["auroc_ea"]["imputed"]
     own_runs = sorted(
         Run.objects.filter(probe_version=dependent).values_list("pk", "attempts", "finished_at")
@@ -90,7 +90,7 @@ def test_installing_the_second_reference_recomputes_the_dependents_auroc_ea_and_
     assert entry["auroc_ea_before"] == pytest.approx(ea_with(old_run), abs=1e-9)
     assert entry["auroc_ea_before"] == before.measurements["auroc_ea"]
     assert entry["auroc_ea_after"] == pytest.approx(ea_with(new_run), abs=1e-9)
-    after = Score.objects.get(probe_version=dependent, spec_id="v0.0.1")
+    after = Score.objects.get(probe_version=dependent, spec_id="v0.0.2")
     assert after.measurements["auroc_ea"] == pytest.approx(entry["auroc_ea_after"], abs=1e-9)
     assert after.measurements["auroc"] == before.measurements["auroc"]  # only auroc_ea moved
     assert entry["total_after"] == pytest.approx(after.total)
