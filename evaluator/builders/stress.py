@@ -133,7 +133,7 @@ def concept_words(train_rows: list[dict[str, Any]], k: int = CONCEPT_WORDS) -> l
     counts: the same words on every machine. [] when no word qualifies."""
     from collections import Counter
 
-    docs = {1: Counter(), 0: Counter()}
+    docs: dict[int, Counter[str]] = {1: Counter(), 0: Counter()}
     sizes = {1: 0, 0: 0}
     for row in train_rows:
         label = int(row["label"])
