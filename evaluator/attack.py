@@ -62,6 +62,18 @@ MAX_STEPS = 5000
 GOODHART_KEY = "goodhart_resistance"
 ATTACK_RECALL_KEY = "attack_recall"
 TRANSFER_RECALL_KEY = "transfer_attack_recall"
+#: The transfer attack's source among a category's reference probes on one base model that read one
+#: prompt and are scored on the task: by recipe method in this order (the supervised probe first),
+#: then by name (:func:`source_order`). Fixed before anything is measured.
+ATTACK_SOURCE_METHODS = ("logistic_regression", "diff_of_means", "mlp", "pca_unsupervised")
+
+
+def source_order(method: str, name: str) -> tuple[int, str]:
+    """The sort key of a candidate transfer source (the smallest is the source)."""
+    rank = (
+        ATTACK_SOURCE_METHODS.index(method) if method in ATTACK_SOURCE_METHODS else len(ATTACK_SOURCE_METHODS)
+    )
+    return rank, name
 
 
 class _Stop(Exception):

@@ -38,16 +38,13 @@ def ea_reference_version(*, base_model: BaseModel | str) -> ProbeVersion | None:
     )
 
 
-#: The transfer attack's source on a (category, base model, task): the maintainers' reference probe
-#: of the category on that model that reads one prompt and is scored on the task, by recipe method
-#: in this order (the supervised probe first), then by slug. Fixed before anything is measured.
-ATTACK_SOURCE_METHODS = ("logistic_regression", "diff_of_means", "mlp", "pca_unsupervised")
-
-
 def attack_source_version(*, category_id: str, base_model_id: str, task_id: str) -> ProbeVersion | None:
     """The reference probe whose soft suffix every other probe of the category on the same base
-    model faces in the transfer attack on ``task_id`` (:data:`ATTACK_SOURCE_METHODS`); None when the
-    category has no such reference probe on that model."""
+    model faces in the transfer attack on ``task_id``: among the maintainers' reference probes of the
+    category on that model that read one prompt and are scored on the task, the first by
+    :func:`evaluator.attack.source_order`; None when there is none."""
+    from evaluator.attack import source_order
+
     candidates = (
         ProbeVersion.objects.latest_per_probe()
         .filter(
@@ -67,16 +64,9 @@ def attack_source_version(*, category_id: str, base_model_id: str, task_id: str)
         .distinct()
     )
 
-    def order(v: ProbeVersion) -> tuple[int, str]:
-        method = (v.recipe or {}).get("method", "")
-        rank = (
-            ATTACK_SOURCE_METHODS.index(method)
-            if method in ATTACK_SOURCE_METHODS
-            else len(ATTACK_SOURCE_METHODS)
-        )
-        return rank, v.probe.slug
-
-    return min(candidates, key=order, default=None)
+    return min(
+        candidates, key=lambda v: source_order((v.recipe or {}).get("method", ""), v.probe.slug), default=None
+    )
 
 
 def ea_reference_pending(*, base_model: BaseModel) -> ProbeVersion | None:
