@@ -213,7 +213,11 @@ def test_evaluate_probe_measures_every_component_it_can(probe_dir, tiny_registry
     )
     agg = result.aggregate
     assert agg["auroc"] >= 0.9 and agg["auroc_ds"] is not None
-    assert result.imputed == {"auroc_ea": "no eval-awareness reference probe for this base model"}
+    # the CLI does not run the attack: the Goodhart resistance is imputed too, and says why
+    assert result.imputed == {
+        "auroc_ea": "no eval-awareness reference probe for this base model",
+        "goodhart": "the attack was not run",
+    }
     assert result.probe_score["components"]["auroc_ea"]["imputed"] is True
     assert result.probe_score["components"]["rho_ce"]["imputed"] is False
     assert 0 < result.probe_score["total"] <= 1
@@ -339,7 +343,8 @@ def test_the_cli_trains_and_evaluates_with_json_on_stdout(tiny_root, cache_dir, 
     )
     assert evaluated.returncode == 0, evaluated.stderr
     out = json.loads(evaluated.stdout)
-    assert out["probe_score"]["spec"] == "v0.0.1" and out["aggregate"]["auroc"] > 0.8
+    # the newest weights spec by default
+    assert out["probe_score"]["spec"] == "v0.0.2" and out["aggregate"]["auroc"] > 0.8
     jsonschema.validate(out, records.schema("evaluation"))  # the committed schema of this output
     assert out["reproduction"]["reproduced"] is True
 
