@@ -29,12 +29,14 @@ sys.path.insert(0, str(ROOT))
 
 def eligible(registry, entries):
     """(entry, probe) for every manifest entry the attack applies to."""
+    from evaluator.attack import attack_applies
     from evaluator.probes import load_probe
 
     out = []
     for entry in entries:
         probe = load_probe(registry.root / entry.path, registry=registry)
-        if probe.metadata.input != "single" or registry.model(entry.base_model).encoder:
+        encoder = registry.model(entry.base_model).encoder
+        if attack_applies(input_kind=probe.metadata.input, model_id=entry.base_model, encoder=encoder):
             continue
         out.append((entry, probe))
     return out

@@ -216,13 +216,19 @@ def _frozen(lm: LoadedModel):
     return ctx()
 
 
-def attack_eligibility(probe: Probe, lm: LoadedModel) -> str | None:
-    """Why ``probe`` cannot be attacked here (None: it can)."""
-    if lm.spec.encoder:
-        return f"{lm.id} is an encoder: the soft-suffix attack needs a decoder base model"
-    if probe.metadata.input != "single":
-        return f"input {probe.metadata.input}: the attack appends to one prompt, a contrast pair has two"
+def attack_applies(*, input_kind: str, model_id: str, encoder: bool) -> str | None:
+    """Why a probe reading ``input_kind`` on ``model_id`` cannot be attacked (None: it can). The
+    CLI (:func:`attack_eligibility`) and the workers' planner both ask this."""
+    if encoder:
+        return f"{model_id} is an encoder: the soft-suffix attack needs a decoder base model"
+    if input_kind != "single":
+        return f"input {input_kind}: the attack appends to one prompt, a contrast pair has two"
     return None
+
+
+def attack_eligibility(probe: Probe, lm: LoadedModel) -> str | None:
+    """Why ``probe`` cannot be attacked on the loaded ``lm`` (None: it can)."""
+    return attack_applies(input_kind=probe.metadata.input, model_id=lm.id, encoder=lm.spec.encoder)
 
 
 def optimise_suffix(

@@ -161,13 +161,17 @@ def stress_runs_planned(*, version: ProbeVersion, tasks: list[Task]) -> list[tup
 
 def robustness_runs_planned(*, version: ProbeVersion, tasks: list[Task]) -> list[tuple]:
     """(version, robustness, task, "test", model) for each task, where the attack applies: the
-    protocol has an attack budget, the probe reads one prompt (a contrast pair has two) and its base
-    model is a decoder (evaluator.attack.attack_eligibility says the same to the CLI)."""
-    if not settings.ROBUSTNESS_RUNS or version.input != "single":
+    protocol has an attack budget and :func:`evaluator.attack.attack_applies` (the CLI's rule too):
+    the probe reads one prompt and its base model is a decoder."""
+    from evaluator.attack import attack_applies
+
+    if not settings.ROBUSTNESS_RUNS:
         return []
     reg = runner.registry()
     model = version.probe.base_model_id
-    if reg.protocol().attack is None or model not in reg.models or reg.models[model].encoder:
+    if reg.protocol().attack is None or model not in reg.models:
+        return []
+    if attack_applies(input_kind=version.input, model_id=model, encoder=reg.models[model].encoder):
         return []
     return [(version, Run.Kind.ROBUSTNESS, t, "test", model) for t in tasks]
 
