@@ -134,7 +134,7 @@ def robustness_measurements(
     against its clean train and test runs (:func:`evaluator.attack.attack_metrics`), summed up by
     :func:`evaluator.attack.robustness_summary`; and why the Goodhart resistance is not measured
     ("" when it is). ({}, reason) when no robustness run exists."""
-    from evaluator.attack import GOODHART_KEY, attack_metrics, robustness_summary
+    from evaluator.attack import attack_metrics, robustness_summary
 
     if not robust:
         return {}, "not measured: no attack applies (a contrast-pair probe, an encoder) or none was planned"
