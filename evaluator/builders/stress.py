@@ -18,12 +18,14 @@ row's randomness is seeded by the task, the transform and the row id) and docume
   ``CONCEPT_WORDS`` words that most favour the positive class in the train split, by smoothed log
   document-frequency ratio, each at least twice as frequent among positives; see
   :func:`concept_words`) filed before the text as an archive's keyword line. A task whose classes
-  share their words (a question answered consistently or not) has none. The row's content, and so its label, is unchanged: a negative that *mentions* the
-  concept. A probe that reads the words rather than the concept flags it.
+  share their words (a question answered consistently or not) has none. The row's content, and so
+  its label, is unchanged: a negative that *mentions* the concept. A probe that reads the words
+  rather than the concept flags it.
 
 The label is kept because the content is: a typo leaves a word readable to a person, capitals and
-wrappers change no word, a keyword line states nothing about the text. (On the code task, capitals and typos do change the code's tokens; its
-label, whether the solution games its tests, is kept as the intended one.)
+wrappers change no word, a keyword line states nothing about the text. (On the code task, capitals
+and typos do change the code's tokens; its label, whether the solution games its tests, is kept as
+the intended one.)
 
 Only tasks whose label is a property of their input text get stress splits. An on-policy task's
 label is what its base model did with that exact prompt, and a rewritten prompt could change what
