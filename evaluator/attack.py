@@ -17,6 +17,11 @@ protocol's ``attack`` section (registry/protocols/, :class:`evaluator.registry.A
    to the test positives and their recall at τ (scores strictly above it, as Recall@1%FPR counts)
    is recorded. ``steps_to_half``: the first of those steps whose recall is at most half the clean
    recall (None when the budget never gets there).
+4. The adversary keeps its best suffix: the reported recall under attack, the stored attacked
+   scores and the kept suffix are those of the checkpoint with the lowest recall (the earliest of
+   equals, :func:`best_checkpoint`). So the attack stops at the first checkpoint where no positive
+   is caught: no later step can do better, and the rest of the budget would change nothing.
+   ``steps_run`` says where it stopped. This is the worst case for the monitor within the budget.
 
 The suffix enters the probe's reading as any token would: a last-token probe reads the suffix's last
 position, a mean-pooled probe averages over the prompt and the suffix. The attacked scores are
@@ -241,10 +246,11 @@ def optimise_suffix(
     steps: int,
     seed: int,
     max_length: int,
-    on_step: Callable[[int, Any], None] | None = None,
+    on_step: Callable[[int, Any], bool | None] | None = None,
 ) -> Any:
     """The universal suffix "k d" after ``steps`` Adam steps against ``probe`` on ``train_positives``;
-    ``on_step(step, suffix)`` is called before the first step and after every step."""
+    ``on_step(step, suffix)`` is called before the first step and after every step, and stops the
+    optimisation when it returns True."""
     import torch
 
     prompts = _encode(lm, train_positives, max_length, budget.suffix_tokens)
@@ -261,8 +267,8 @@ def optimise_suffix(
     order = np.random.default_rng(seed)
     n = len(prompts.ids)
     with _frozen(lm), lm.lock:
-        if on_step is not None:
-            on_step(0, suffix.detach())
+        if on_step is not None and on_step(0, suffix.detach()):
+            return suffix.detach()
         for step in range(1, steps + 1):
             rows = order.choice(n, size=min(budget.batch, n), replace=False).tolist()
             X = _pooled(lm, prompts, rows, suffix, layer=probe.layer, position=probe.metadata.position)
@@ -270,8 +276,8 @@ def optimise_suffix(
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
-            if on_step is not None:
-                on_step(step, suffix.detach())
+            if on_step is not None and on_step(step, suffix.detach()):
+                break
     return suffix.detach()
 
 
@@ -280,6 +286,15 @@ def is_checkpoint(step: int, steps: int, budget: AttackSettings) -> bool:
     if step in budget.checkpoints or step == steps:
         return True
     return step > budget.checkpoints[-1] and step % budget.eval_every == 0
+
+
+def best_checkpoint(curve: Sequence[dict[str, float]]) -> int:
+    """The index in ``curve`` of the adversary's best suffix: the lowest recall, the earliest of
+    equals (a NaN recall is never best)."""
+    if not curve:
+        raise ValueError("an attack without a checkpoint")
+    recalls = [c["recall"] if math.isfinite(c["recall"]) else math.inf for c in curve]
+    return recalls.index(min(recalls))
 
 
 def steps_to_half(curve: Sequence[dict[str, float]], recall_clean: float) -> int | None:
@@ -386,7 +401,7 @@ def attack_probe(
         raise EvaluatorError(f"task {task_id}: its test split has no positive row")
     recall_clean = recall_at_fpr(test_clean, test.labels, threshold)
     curve: list[dict[str, float]] = []
-    last: dict[str, Any] = {}
+    best: dict[str, Any] = {}
     timing: dict[str, float] = {}
     transfer: dict[str, str] | None = None
 
@@ -398,21 +413,24 @@ def attack_probe(
         steps = 0
         transfer = {k: meta.get(k, "") for k in ("probe", "task", "steps")}
         curve.append({"step": 0, "recall": float(np.mean(attacked > threshold))})
-        last.update(step=0, scores=attacked, suffix=None)
+        best.update(step=0, scores=attacked, suffix=None)
     elif steps == 0:
-        last.update(step=0, scores=test_clean[positives], suffix=None)
+        best.update(step=0, scores=test_clean[positives], suffix=None)
         curve.append({"step": 0, "recall": float(np.mean(test_clean[positives] > threshold))})
     else:
         test_enc = _encode(lm, test_prompts, max_length, budget.suffix_tokens)
 
-        def checkpoint(step: int, suffix: Any) -> None:
+        def checkpoint(step: int, suffix: Any) -> bool:
+            """Measure the recall at a checkpoint, keep the best suffix; True: stop (none caught)."""
             if not is_checkpoint(step, steps, budget):
-                return
+                return False
             with_suffix = _scores(lm, p, test_enc, positives, suffix)
             recall = float(np.mean(with_suffix > threshold)) if with_suffix.size else math.nan
             curve.append({"step": step, "recall": recall})
-            last.update(step=step, scores=with_suffix, suffix=suffix)
+            if best_checkpoint(curve) == len(curve) - 1:
+                best.update(step=step, scores=with_suffix, suffix=suffix.clone())
             report(0.1 + 0.9 * step / steps, f"attack step {step}/{steps}: recall {recall:.3f}")
+            return recall == 0.0
 
         train_pos = [train_prompts[i] for i, y in enumerate(train.labels) if y == 1]
         if not train_pos:
@@ -431,14 +449,19 @@ def attack_probe(
             on_step=checkpoint,
         )
         timing["attack_seconds"] = round(time.perf_counter() - started, 3)
-    attacked = last["scores"]
-    if suffix_out is not None and last.get("suffix") is not None:
+    attacked = best["scores"]
+    if suffix_out is not None and best.get("suffix") is not None:
         from safetensors.numpy import save_file
 
         save_file(
-            {"suffix": last["suffix"].cpu().numpy().astype(np.float32)},
+            {"suffix": best["suffix"].cpu().numpy().astype(np.float32)},
             str(suffix_out),
-            metadata={"base_model": lm.id, "probe": p.metadata.name, "task": task_id, "steps": str(steps)},
+            metadata={
+                "base_model": lm.id,
+                "probe": p.metadata.name,
+                "task": task_id,
+                "steps": str(best["step"]),
+            },
         )
     return {
         "probe": p.metadata.name,
@@ -448,6 +471,8 @@ def attack_probe(
         "recall_clean": float(recall_clean),
         "recall_attacked": float(np.mean(attacked > threshold)),
         "steps": steps,
+        "steps_run": int(curve[-1]["step"]),
+        "best_step": int(best["step"]),
         "steps_to_half": steps_to_half(curve, recall_clean),
         "curve": curve,
         "transfer_from": transfer,

@@ -384,7 +384,7 @@ def attack_summary(result: object) -> str:
         + (
             f"under the suffix made against {result['transfer_from'].get('probe') or '?'} (transfer);"
             if result.get("transfer_from")
-            else f"after {result['steps']} steps;"
+            else f"best at step {result['best_step']} ({result['steps_run']} of {result['steps']} steps run);"
         )
         + f" halved {'at step ' + str(half) if half is not None else 'never within the budget'}",
         "curve: " + ", ".join(f"{c['step']}: {c['recall']:.3f}" for c in result["curve"]),

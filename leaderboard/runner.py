@@ -385,7 +385,17 @@ def _robustness(run: EvaluationRun, progress: Progress) -> RunOutcome:
     transfer = _transfer_attack(run, probe, lm, progress)
     attacked = out["scores"]["positives_attacked"]
     probs = probe.probability(np.asarray(attacked, dtype=np.float64)).tolist() if attacked else []
-    keys = ("threshold", "recall_clean", "recall_attacked", "steps", "steps_to_half", "curve", "budget")
+    keys = (
+        "threshold",
+        "recall_clean",
+        "recall_attacked",
+        "steps",
+        "steps_run",
+        "best_step",
+        "steps_to_half",
+        "curve",
+        "budget",
+    )
     outcome = RunOutcome(
         example_scores=[
             {"id": i, "label": 1, "score": float(s), "prob": float(p)}

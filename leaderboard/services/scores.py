@@ -157,6 +157,7 @@ def robustness_measurements(
                 train_negatives=train_negatives, test=(test.labels, test.scores), attacked=attacked.scores
             ),
             "steps": attack.get("steps"),
+            "steps_run": attack.get("steps_run"),
             "steps_to_half": attack.get("steps_to_half"),
             "curve": attack.get("curve") or [],
             "transfer": _transfer_read((run.metrics or {}).get("transfer"), train_negatives, test),

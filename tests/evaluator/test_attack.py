@@ -64,8 +64,22 @@ def test_the_attack_lowers_the_positives_and_its_recall_is_the_printed_scores(
     # the threshold flags at most 1% of the clean train negatives; test negatives are printed clean
     assert len(s["negatives_clean"]) == out["n_negatives"]
     assert np.mean(s["positives_attacked"]) < np.mean(s["positives_clean"])
-    assert [c["step"] for c in out["curve"]][0] == 0 and out["curve"][-1]["step"] == 6
-    assert out["curve"][-1]["recall"] == out["recall_attacked"]
+    steps = [c["step"] for c in out["curve"]]
+    assert steps[0] == 0 and steps[-1] == out["steps_run"] <= 6
+    # the adversary keeps its best suffix; it stops early only where nothing is caught any more
+    assert out["recall_attacked"] == min(c["recall"] for c in out["curve"])
+    assert out["steps_run"] == 6 or out["curve"][-1]["recall"] == 0.0
+
+
+def test_the_attack_stops_at_the_first_checkpoint_that_catches_nothing(probes, tiny_root, cache_dir, capsys):
+    """With a budget of 200 steps the logistic probe is driven to recall 0 long before the end:
+    the attack stops at that checkpoint and the kept scores are its."""
+    fitted, _ = probes
+    out = _attack(capsys, tiny_root, cache_dir, fitted, steps=200)
+    assert out["recall_clean"] > 0.2
+    assert out["recall_attacked"] == 0.0 == _recall(out["scores"]["positives_attacked"], out["threshold"])
+    assert out["steps_run"] == out["best_step"] == out["curve"][-1]["step"] < 200
+    assert all(c["recall"] > 0 for c in out["curve"][:-1])
 
 
 def test_zero_steps_change_nothing(probes, tiny_root, cache_dir, capsys):
@@ -138,7 +152,7 @@ def test_bad_steps_are_refused_with_the_accepted_range(probes, tiny_root, cache_
 
 def test_a_kept_suffix_applied_again_reproduces_the_attack(probes, tiny_root, cache_dir, capsys, tmp_path):
     """The transfer path: the suffix the attack kept, applied with --suffix-in (no optimisation),
-    gives the attacked scores of the attack's last step; one made on another model is refused."""
+    gives the attacked scores of the attack's best checkpoint; one made on another model is refused."""
     from safetensors.numpy import load_file, save_file
 
     from evaluator.cli import main

@@ -90,6 +90,18 @@ def test_the_summary_waits_for_a_pending_task_and_skips_undefined_ones():
     assert robustness_summary({"b": b})["goodhart_resistance"] is None
 
 
+def test_the_best_checkpoint_is_the_lowest_recall_and_the_earliest_of_equals():
+    from evaluator.attack import best_checkpoint
+
+    curve = [{"step": 0, "recall": 0.9}, {"step": 5, "recall": 0.4}, {"step": 10, "recall": 0.6}]
+    assert best_checkpoint(curve) == 1
+    curve += [{"step": 20, "recall": 0.4}, {"step": 40, "recall": float("nan")}]
+    assert best_checkpoint(curve) == 1
+    assert best_checkpoint([{"step": 0, "recall": float("nan")}, {"step": 5, "recall": 1.0}]) == 1
+    with pytest.raises(ValueError):
+        best_checkpoint([])
+
+
 def test_steps_to_half_is_the_first_checkpoint_at_or_below_half():
     curve = [{"step": 0, "recall": 0.9}, {"step": 5, "recall": 0.5}, {"step": 10, "recall": 0.4}]
     assert steps_to_half(curve, 0.9) == 10
