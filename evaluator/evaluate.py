@@ -740,7 +740,12 @@ def evaluate_probe(
     transfer: list[TransferResult] | None = []
     if do_transfer:
         t0 = time.perf_counter()
-        candidates = list(reg.models) if transfer_targets is None else list(transfer_targets)
+        # by default every base model but those loaded only on request (too big to load unasked)
+        candidates = (
+            [m for m, spec in reg.models.items() if not spec.on_request]
+            if transfer_targets is None
+            else list(transfer_targets)
+        )
         targets = [t for t in candidates if t != p.base_model]
         transfer = _transfer(p, targets, setup, notes, sub_progress(progress, 0.7, 0.97))
         timings["transfer"] = time.perf_counter() - t0

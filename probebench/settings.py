@@ -244,7 +244,8 @@ RUN_SOFT_LIMIT_S = envint("PROBEBENCH_RUN_SOFT_LIMIT_S", "3600", minimum=10)
 RUN_HARD_LIMIT_S = envint(
     "PROBEBENCH_RUN_HARD_LIMIT_S", str(RUN_SOFT_LIMIT_S + 120), minimum=RUN_SOFT_LIMIT_S + 1
 )
-#: Which base models the workers may run (comma-separated ids; empty = all in models.yaml).
+#: Which base models the workers may run (comma-separated ids; empty = all in models.yaml but those
+#: loaded on request, which run only where named here).
 ENABLED_MODELS = envlist("PROBEBENCH_MODELS", "")
 #: The device the workers evaluate on: cpu or cuda (empty: CUDA when available). Either way the
 #: numerics are the measurement protocol's (registry/protocols/: float32, TF32 off).

@@ -71,6 +71,8 @@ def tasks_delay_on_commit(name: str, ids: list[int]) -> None:
 
 
 def enabled_models():
+    """The base models the workers run: the active ones (a model loaded on request is active only
+    where PROBEBENCH_MODELS names it, registry_sync), narrowed to PROBEBENCH_MODELS when it is set."""
     qs = BaseModel.objects.filter(is_active=True)
     if settings.ENABLED_MODELS:
         qs = qs.filter(slug__in=settings.ENABLED_MODELS)

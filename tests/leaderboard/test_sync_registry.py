@@ -43,3 +43,32 @@ def test_a_changed_file_is_picked_up(settings, tmp_path):
     License.objects.filter(spdx_id="MIT").update(score=0.5)
     assert "updated license MIT (score)" in sync()
     assert License.objects.get(spdx_id="MIT").score == 0.95
+
+
+def test_a_model_loaded_on_request_is_active_only_where_the_deployment_names_it(settings):
+    from leaderboard.models import BaseModel
+    from leaderboard.services.runs import enabled_models
+
+    qwen = "qwen2.5-coder-0.5b-instruct"
+    settings.ENABLED_MODELS = []
+    sync()
+    assert not BaseModel.objects.get(slug=qwen).is_active
+    assert qwen not in set(enabled_models().values_list("slug", flat=True))
+    assert "smollm2-135m-instruct" in set(enabled_models().values_list("slug", flat=True))
+    settings.ENABLED_MODELS = ["smollm2-135m-instruct", qwen]
+    sync()
+    assert BaseModel.objects.get(slug=qwen).is_active
+    assert set(enabled_models().values_list("slug", flat=True)) == {"smollm2-135m-instruct", qwen}
+
+
+def test_the_demo_leaves_out_reference_probes_on_models_it_does_not_run(tmp_path):
+    import json
+
+    from leaderboard.management.commands.install_reference_probes import entries_on_models
+
+    for slug, model in (("a", "smollm2-135m-instruct"), ("b", "qwen2.5-coder-0.5b-instruct")):
+        (tmp_path / slug).mkdir()
+        (tmp_path / slug / "probe.json").write_text(json.dumps({"base_model": model}))
+    entries = [{"slug": "a", "path": "a"}, {"slug": "b", "path": "b"}]
+    kept, skipped = entries_on_models(entries, tmp_path, {"smollm2-135m-instruct"})
+    assert [e["slug"] for e in kept] == ["a"] and [e["slug"] for e in skipped] == ["b"]

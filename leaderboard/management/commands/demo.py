@@ -48,6 +48,7 @@ from django.db import close_old_connections, connection
 from evaluator.registry import EVAL_AWARENESS
 from leaderboard.management.commands.install_reference_probes import (
     SYSTEM_USER,
+    entries_on_models,
     installed,
     manifest_entries,
     submit_entries,
@@ -57,6 +58,7 @@ from leaderboard.models import EvaluationRun, Submission
 from leaderboard.policy import WORKER_QUEUES
 from leaderboard.selectors.progress import runs_progress
 from leaderboard.services.lifecycle import evaluation_runs_release
+from leaderboard.services.runs import enabled_models
 
 __all__ = ["SYSTEM_USER", "Command", "DemoLock", "demo_worker_name"]
 Run = EvaluationRun
@@ -211,7 +213,17 @@ class Command(BaseCommand):
             )
 
     def _submit_all(self, entries: list[dict]) -> list[int]:
-        """The eval-awareness reference probes first (the worker takes their runs first), then the rest."""
+        """The eval-awareness reference probes first (the worker takes their runs first), then the rest.
+        Those on a base model this deployment does not run (PROBEBENCH_MODELS; a model loaded on
+        request) are left out, and said so."""
+        entries, skipped = entries_on_models(
+            entries, self._root, set(enabled_models().values_list("slug", flat=True))
+        )
+        if skipped:
+            self.stdout.write(
+                f"{len(skipped)} reference probe(s) on base models not enabled here left out"
+                f" ({', '.join(e['slug'] for e in skipped)}); name their models in MODELS= to include them"
+            )
         first = [e for e in entries if e.get("role") == EVAL_AWARENESS]
         rest = [e for e in entries if e.get("role") != EVAL_AWARENESS]
         self.stdout.write(f"submitting {len(first)} eval-awareness reference probe(s) first")

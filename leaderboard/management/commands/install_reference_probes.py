@@ -58,6 +58,16 @@ def manifest_entries(manifest: Path, only: str = "") -> list[dict]:
     return [e for e in entries if e["slug"] in wanted]
 
 
+def entries_on_models(entries: list[dict], root: Path, models: set[str]) -> tuple[list[dict], list[dict]]:
+    """(kept, skipped): the entries whose probe reads one of ``models`` (the enabled base models),
+    and the others, in manifest order. Pure but for reading each probe.json."""
+    kept, skipped = [], []
+    for entry in entries:
+        model = json.loads((root / entry["path"] / "probe.json").read_text())["base_model"]
+        (kept if model in models else skipped).append(entry)
+    return kept, skipped
+
+
 def system_user():
     """The system account reference probes are submitted as (made by the first install); a user of
     that name that the install did not create is refused."""
