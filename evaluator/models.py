@@ -47,6 +47,10 @@ log = logging.getLogger(__name__)
 #: Bumped when the layout of the converted-weights cache changes.
 MODEL_CACHE_VERSION = 1
 _MANIFEST = "probebench-manifest.json"
+#: the LM head of a model whose head is not tied to its input embeddings (Qwen2.5's GGUF keeps a
+#: separate ``output.weight``), kept beside the bare base model: generation and the steering readout
+#: need it, the harvests do not
+LM_HEAD_FILE = "lm_head.safetensors"
 
 
 class WeightsHashMismatch(InfrastructureError):
@@ -359,6 +363,11 @@ def _convert_gguf(spec: ModelSpec, cache_dir: Path) -> Path:
         out = tmp / "model"
         base.save_pretrained(out)
         tokenizer.save_pretrained(out)
+        if not getattr(full.config, "tie_word_embeddings", True):
+            from safetensors.torch import save_file
+
+            head = full.get_output_embeddings().weight.detach().float().contiguous()
+            save_file({"weight": head}, str(out / LM_HEAD_FILE))
         if gguf.parent == tmp:
             gguf.unlink()  # the assembled GGUF is not needed once converted
         manifest = {
@@ -380,6 +389,28 @@ def _convert_gguf(spec: ModelSpec, cache_dir: Path) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def output_embedding(lm: LoadedModel) -> Any:
+    """The LM head's matrix "vocab d_model" on the model's device and dtype: the input embedding
+    where the head is tied to it, else the head kept at conversion (:data:`LM_HEAD_FILE`)."""
+    if getattr(lm.model.config, "tie_word_embeddings", True):
+        return (
+            lm.embeddings.weight
+            if hasattr(lm.embeddings, "weight")
+            else lm.model.get_input_embeddings().weight
+        )
+    if "lm_head" not in lm.info:
+        from safetensors.torch import load_file
+
+        path = Path(lm.info.get("model_dir", "")) / LM_HEAD_FILE
+        if not path.is_file():
+            raise InfrastructureError(
+                f"base model {lm.id}: its LM head is not tied to the embeddings and {path} is missing;"
+                " delete the converted directory to convert it again"
+            )
+        lm.info["lm_head"] = load_file(str(path))["weight"].to(device=lm.device, dtype=lm.dtype)
+    return lm.info["lm_head"]
 
 
 def verify_converted(cache_dir: str | Path, spec: ModelSpec) -> None:

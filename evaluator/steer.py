@@ -143,10 +143,10 @@ def readout_tokens(lm: LoadedModel, *, positive: Sequence[str], negative: Sequen
 
 
 def _output_embedding(lm: LoadedModel) -> Any:
-    """The LM head's matrix: the tied input embedding (the loader keeps no separate head)."""
-    if not getattr(lm.model.config, "tie_word_embeddings", False):
-        raise EvaluatorError(f"{lm.id}: the LM head is not tied to the embeddings; no readout")
-    return lm.embeddings.weight
+    """The LM head's matrix (the tied input embedding, or the head kept at conversion)."""
+    from evaluator.models import output_embedding
+
+    return output_embedding(lm)
 
 
 Edit = Callable[[Any], Any]  # "b t d" hidden states → edited hidden states

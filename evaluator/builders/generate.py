@@ -84,6 +84,15 @@ def greedy_generate(
         tok.pad_token = tok.eos_token
     # transformers decorates PreTrainedModel.to with functools.wraps, whose stub does not bind self
     net = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32).to(dev).eval()  # type: ignore[arg-type]
+    if not getattr(net.config, "tie_word_embeddings", True):
+        # the converted directory keeps the bare model; an untied head is kept beside it
+        from safetensors.torch import load_file
+
+        from evaluator.models import LM_HEAD_FILE
+
+        head = load_file(str(Path(directory) / LM_HEAD_FILE))["weight"]
+        with torch.no_grad():
+            net.get_output_embeddings().weight.copy_(head.to(dev))
     lengths = {key: len(tok(prompt).input_ids) for key, prompt in items}
     ordered = sorted(items, key=lambda kp: (lengths[kp[0]], kp[0]))
     out: dict[str, str] = {}

@@ -127,3 +127,18 @@ def test_qwen_loads_from_its_joined_parts_and_reads_like_the_others(tmp_path):
     acts = harvest(lm, ["The capital of France is Paris.", "Paris is in Spain."], layers=[0, 12, 24])
     assert all(a.shape == (2, 896) for a in acts.values())
     assert not (acts[(12, "last_token")] == acts[(24, "last_token")]).all()
+    # its GGUF keeps a separate LM head (not tied to the embeddings): kept at conversion, used by
+    # generation and the steering readout
+    from evaluator.builders.generate import greedy_generate
+    from evaluator.models import output_embedding
+
+    head = output_embedding(lm)
+    assert tuple(head.shape) == tuple(lm.model.get_input_embeddings().weight.shape)
+    assert not bool((head == lm.model.get_input_embeddings().weight).all())
+    chat = lm.tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is the capital of France?"}],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    out = greedy_generate([("q", chat)], model_id=QWEN, registry=reg, cache_dir=tmp_path, max_new_tokens=8)
+    assert "Paris" in out["q"]
