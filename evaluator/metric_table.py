@@ -187,15 +187,15 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         "stress_auroc",
         "Stress AUROC",
-        "AUROC on the task's stress split under its worst transform (chat markup, JSON, code comment,"
-        " capitals, typos, a casual or formal frame, dilution in filler; and hard negatives, negative"
-        " rows that name the concept's words, read against the clean test positives), mean over tasks"
-        " (not in the ProbeScore)",
+        "AUROC on the task's stress split (64 test rows, 32 per class, each rewritten) under its worst"
+        " transform (chat markup, JSON, code comment, capitals, typos, a casual or formal frame, dilution"
+        " in filler; and hard negatives, negative rows that name the concept's words, read against the"
+        " clean positives of those rows), mean over tasks (not in the ProbeScore)",
         0.0,
         1.0,
         True,
         exported=True,
-        version=2,
+        version=3,
     ),
     Metric(
         "stress_recall",
@@ -206,6 +206,7 @@ METRICS: tuple[Metric, ...] = (
         1.0,
         True,
         exported=True,
+        version=2,
     ),
     Metric(
         "goodhart_resistance",

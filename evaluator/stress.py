@@ -39,15 +39,25 @@ def transform_of(row_id: str) -> str:
 def stress_metrics(
     *,
     train_negatives: np.ndarray,
-    test: tuple[np.ndarray, np.ndarray],
+    test: tuple[Sequence[str], np.ndarray, np.ndarray],
     stress: tuple[Sequence[str], np.ndarray, np.ndarray],
 ) -> dict[str, Any]:
-    """``test``: (labels, scores) of the clean test rows; ``stress``: (ids, labels, scores) of the
-    stress rows. Returns ``{"threshold", "clean": {auroc, recall, fpr}, "transforms": {name:
-    {auroc, recall, fpr, auroc_drop, recall_drop, n}}, "worst": {auroc, recall}}``."""
+    """``test``: (ids, labels, scores) of the clean test rows; ``stress``: (ids, labels, scores) of
+    the stress rows. "clean" is read on the test rows the stress split rewrites (its base rows), so
+    each drop is paired: the same rows, clean and transformed. Returns ``{"threshold", "clean":
+    {auroc, recall, fpr, n}, "transforms": {name: {auroc, recall, fpr, auroc_drop, recall_drop,
+    n}}, "worst": {auroc, recall}}``."""
     from evaluator.metrics import auroc, fpr_at_threshold, recall_at_fpr, threshold_at_fpr
 
     threshold = threshold_at_fpr(train_negatives, FPR)
+    ids, labels, scores = stress
+    base = {i.rsplit("~", 1)[0] for i in ids}
+    on_base = np.array([i in base for i in test[0]], dtype=bool)
+    if on_base.sum() != len(base):
+        raise EvaluatorError(
+            f"stress: {len(base) - int(on_base.sum())} stress base row(s) are not among the test rows"
+        )
+    test_labels, test_scores = np.asarray(test[1])[on_base], np.asarray(test[2], dtype=np.float64)[on_base]
 
     def point(labels: np.ndarray, scores: np.ndarray) -> dict[str, float]:
         return {
@@ -56,15 +66,13 @@ def stress_metrics(
             "fpr": fpr_at_threshold(scores, labels, threshold),
         }
 
-    clean = point(*test)
-    ids, labels, scores = stress
+    clean = point(test_labels, test_scores) | {"n": int(on_base.sum())}
     kinds = np.array([transform_of(i) for i in ids])
-    test_labels, test_scores = np.asarray(test[0]), np.asarray(test[1], dtype=np.float64)
     transforms: dict[str, dict[str, float]] = {}
     for kind in dict.fromkeys(kinds.tolist()):  # file order
         mask = kinds == kind
         if (labels[mask] == 0).all():
-            # hard negatives (negative rows only): against the clean test positives, so the AUROC
+            # hard negatives (negative rows only): against the clean base positives, so the AUROC
             # asks whether real positives still outrank negatives that use the concept's words
             p = point(
                 np.concatenate([test_labels[test_labels == 1], labels[mask]]),
@@ -155,15 +163,16 @@ def stress_probe(
         train, test, stress = measured["train"], measured["test"], measured[STRESS_SPLIT]
         result = stress_metrics(
             train_negatives=train.scores[train.labels == 0],
-            test=(test.labels, test.scores),
+            test=(test.ids, test.labels, test.scores),
             stress=(stress.ids, stress.labels, stress.scores),
         )
         if scores:
             result["scores"] = {i: float(s) for i, s in zip(stress.ids, stress.scores, strict=True)}
-            # the clean test scores too: a hard-negative transform is read against the positives
+            # the clean scores of the base rows too: "clean" is read on them, and a hard-negative
+            # transform against their positives
+            base = {i.rsplit("~", 1)[0] for i in stress.ids}
             result["test_scores"] = {
-                "positives": [float(s) for s in test.scores[test.labels == 1]],
-                "negatives": [float(s) for s in test.scores[test.labels == 0]],
+                i: float(s) for i, s in zip(test.ids, test.scores, strict=True) if i in base
             }
         out["tasks"][task_id] = result
     out["not_measured"] = {t: "no stress split (an on-policy task)" for t in without} | {

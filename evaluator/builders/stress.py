@@ -31,7 +31,14 @@ Only tasks whose label is a property of their input text get stress splits. An o
 label is what its base model did with that exact prompt, and a rewritten prompt could change what
 the model does, so its label would no longer be known.
 
-The file is ``registry/splits/<task>/stress.jsonl``: per test row and transform one row with id
+Not every test row is rewritten: a seeded, balanced subset of ``BASE_PER_CLASS`` positives and as
+many negatives (:func:`stress_base`). Every probe is read on every stress row of every model, and
+the dilution rows alone are about 450 tokens each, so the full test split would cost the workers
+hours per quarter on 2 CPU cores; 64 rows keep it near a minute per model and task. The board
+compares each transform with the clean reading of the same 64 rows (a paired drop), so the
+subset's own sampling noise cancels from the drop.
+
+The file is ``registry/splits/<task>/stress.jsonl``: per base row and transform one row with id
 ``<test id>~<transform>``, the test row's group and label, the rewritten text and
 ``meta: {"stress": transform, "source_id": test id}``, in test-file order then transform order.
 tasks.yaml pins it as the task's ``stress`` ({path, rows, sha256}); ``python -m evaluator
@@ -64,6 +71,9 @@ TRANSFORMS: tuple[str, ...] = (
 #: the transforms applied to the negative rows only (hard negatives); the others apply to every row
 NEGATIVES_ONLY: tuple[str, ...] = ("concept_words",)
 STRESS_FILE = "stress.jsonl"
+#: the stress rows rewrite this many test positives and as many test negatives (fewer where the
+#: test split has fewer), chosen by a hash of the task and row id
+BASE_PER_CLASS = 32
 #: how many concept words a hard negative's keyword line names, and how many train documents a word
 #: must appear in to be one
 CONCEPT_WORDS = 5
@@ -176,14 +186,29 @@ def rewrite(text: str, transform: str, *, task_id: str, row_id: str, words: list
     raise ValueError(f"unknown stress transform {transform!r}; accepted: {', '.join(TRANSFORMS)}")
 
 
+def stress_base(task_id: str, test_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The test rows the stress split rewrites: per class the ``BASE_PER_CLASS`` rows with the
+    smallest SHA-256 of (task, row id), in test-file order."""
+
+    def key(row: dict[str, Any]) -> str:
+        return hashlib.sha256(f"probebench:stress-base:{task_id}:{row['id']}".encode()).hexdigest()
+
+    chosen: set[str] = set()
+    for label in (0, 1):
+        rows = sorted((r for r in test_rows if int(r["label"]) == label), key=key)
+        chosen |= {r["id"] for r in rows[:BASE_PER_CLASS]}
+    return [r for r in test_rows if r["id"] in chosen]
+
+
 def stress_rows(
     task_id: str, test_rows: list[dict[str, Any]], train_rows: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """The stress rows of a task from its test rows (and its train rows, for the concept words), in
-    file order; a hard-negative transform rewrites the negative rows only."""
+    """The stress rows of a task from its test rows (the :func:`stress_base` subset; the train rows
+    give the concept words), in file order; a hard-negative transform rewrites the negative rows
+    only."""
     words = concept_words(train_rows)
     out = []
-    for row in test_rows:
+    for row in stress_base(task_id, test_rows):
         for transform in TRANSFORMS:
             if transform in NEGATIVES_ONLY and (int(row["label"]) != 0 or not words):
                 continue  # hard negatives: negative rows, on a task whose classes differ in words

@@ -121,7 +121,7 @@ def stress_measurements(
         stress = ScoredExamples.from_records(run.example_scores)
         per_task[task_id] = stress_metrics(
             train_negatives=train.scores[train.labels == 0],
-            test=(test.labels, test.scores),
+            test=(test.ids, test.labels, test.scores),
             stress=(stress.ids, stress.labels, stress.scores),
         )
     return stress_summary(per_task, pending=pending)

@@ -11,6 +11,7 @@ import yaml
 
 from evaluator.builders.common import read_split
 from evaluator.builders.stress import (
+    BASE_PER_CLASS,
     FILLER_AFTER,
     FILLER_BEFORE,
     KEYWORDS_FRAME,
@@ -19,6 +20,7 @@ from evaluator.builders.stress import (
     build_stress,
     concept_words,
     rewrite,
+    stress_base,
 )
 from evaluator.errors import RegistryError, SplitHashMismatch
 from evaluator.registry import load_registry
@@ -50,7 +52,11 @@ def test_each_test_row_appears_once_per_transform_with_its_label_and_group(task_
         0: len(TRANSFORMS) - (0 if words else len(NEGATIVES_ONLY)),
         1: len(TRANSFORMS) - len(NEGATIVES_ONLY),
     }
-    assert len(stress) == sum(per_row[r["label"]] for r in test) == task.stress.rows
+    # the rows rewritten: a balanced subset of BASE_PER_CLASS per class, the same on every rebuild
+    base = stress_base(task_id, test)
+    assert [sum(r["label"] == c for r in base) for c in (0, 1)] == [BASE_PER_CLASS, BASE_PER_CLASS]
+    assert {r["meta"]["source_id"] for r in stress} == {r["id"] for r in base}
+    assert len(stress) == sum(per_row[r["label"]] for r in base) == task.stress.rows
     by_id = {r["id"]: r for r in test}
     assert len({r["id"] for r in stress}) == len(stress)
     for row in stress:
@@ -145,10 +151,42 @@ def test_hard_negatives_are_read_against_the_clean_positives():
     hard = rng.normal(6, 1, 20)  # every hard negative looks like a positive to this probe
     stress_labels = np.r_[np.zeros(20, dtype=int), labels]
     stress_scores = np.r_[hard, scores]
+    test_ids = [f"r{i}" for i in range(40)]
     out = stress_metrics(
-        train_negatives=train_negatives, test=(labels, scores), stress=(ids, stress_labels, stress_scores)
+        train_negatives=train_negatives,
+        test=(test_ids, labels, scores),
+        stress=(ids, stress_labels, stress_scores),
     )
     t = out["transforms"]["concept_words"]
     assert t["n"] == 20 and t["fpr"] == 1.0 and t["recall"] == out["clean"]["recall"]
     assert t["auroc"] == auroc(np.r_[scores[20:], hard], np.r_[np.ones(20), np.zeros(20)]) < 0.5
     assert out["worst"]["auroc"] == t["auroc"]
+
+
+def test_clean_is_read_on_the_rewritten_rows_so_each_drop_is_paired():
+    """Only some test rows are rewritten: "clean" is their clean reading, not the whole test
+    split's, and a stress row whose base row is not a test row is refused."""
+    import numpy as np
+
+    from evaluator.errors import EvaluatorError
+    from evaluator.stress import stress_metrics
+
+    test_ids = [f"r{i}" for i in range(8)]
+    labels = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    scores = np.array([0.1, 0.2, 9.0, 9.0, 5.0, 6.0, -9.0, -9.0])  # r2, r3, r6, r7: misordered
+    base = ["r0", "r1", "r4", "r5"]  # rewritten: the rows the probe orders right
+    stress_ids = [f"{i}~upper" for i in base]
+    out = stress_metrics(
+        train_negatives=np.zeros(100),
+        test=(test_ids, labels, scores),
+        stress=(stress_ids, np.array([0, 0, 1, 1]), np.array([0.1, 0.2, 5.0, -1.0])),
+    )
+    assert out["clean"] == {"auroc": 1.0, "recall": 1.0, "fpr": 1.0, "n": 4}  # fpr: 0.1, 0.2 > 0
+    upper = out["transforms"]["upper"]
+    assert (upper["auroc_drop"], upper["recall_drop"]) == (1.0 - upper["auroc"], 0.5)
+    with pytest.raises(EvaluatorError, match="not among the test rows"):
+        stress_metrics(
+            train_negatives=np.zeros(100),
+            test=(test_ids, labels, scores),
+            stress=(["r99~upper"], np.array([1]), np.array([1.0])),
+        )

@@ -51,13 +51,24 @@ def test_the_stress_report_is_recomputed_from_the_scores_it_prints(stressed, cac
     present = {r["meta"]["stress"] for r in rows.values()}
     assert list(result["transforms"]) == [t for t in TRANSFORMS if t in present]
     assert set(result["scores"]) == set(rows)
+    # "clean" is the clean reading of the rows the stress split rewrites
+    test_rows = read_split(root / "registry" / "splits" / "capitals-v1" / "test.jsonl")
+    test_labels = {r["id"]: r["label"] for r in test_rows}
+    assert set(result["test_scores"]) == {r["meta"]["source_id"] for r in rows.values()}
+    clean_ids = list(result["test_scores"])
+    assert result["clean"]["auroc"] == pytest.approx(
+        auroc(
+            np.array([result["test_scores"][i] for i in clean_ids]),
+            np.array([test_labels[i] for i in clean_ids]),
+        )
+    )
     for name, t in result["transforms"].items():
         ids = [i for i in rows if i.endswith(f"~{name}")]
         labels = np.array([rows[i]["label"] for i in ids])
         scores = np.array([result["scores"][i] for i in ids])
         assert t["n"] == len(ids)
-        if not labels.any():  # hard negatives: read against the clean test positives
-            clean = result["test_scores"]["positives"]
+        if not labels.any():  # hard negatives: read against the clean positives of the base rows
+            clean = [s for i, s in result["test_scores"].items() if test_labels[i] == 1]
             labels, scores = np.r_[np.ones(len(clean)), labels], np.r_[clean, scores]
         assert t["auroc"] == pytest.approx(auroc(scores, labels))
         assert t["recall"] == pytest.approx(recall_at_fpr(scores, labels, result["threshold"]))

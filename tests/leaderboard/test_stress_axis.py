@@ -73,6 +73,7 @@ def test_the_score_writer_reads_the_stress_run_against_the_clean_runs(registry):
     expected = stress_metrics(
         train_negatives=np.array([e["score"] for e in tr.values() if e["label"] == 0]),
         test=(
+            [e["id"] for e in test.example_scores],
             np.array([e["label"] for e in test.example_scores]),
             np.array([e["score"] for e in test.example_scores]),
         ),
