@@ -33,6 +33,7 @@ _BUILDERS: dict[str, tuple[str, str, str]] = {
         "SYCOPHANCY_META",
     ),
     "onpolicy-addition-v1": ("onpolicy_arithmetic", "build_addition", "META"),
+    "onpolicy-refusal-v1": ("onpolicy_refusal", "build_onpolicy_refusal", "META"),
 }
 
 TASK_IDS: tuple[str, ...] = tuple(_BUILDERS)
@@ -42,6 +43,7 @@ ON_POLICY_TASK_IDS: tuple[str, ...] = (
     "onpolicy-incentive-deception-v1",
     "onpolicy-suggestion-sycophancy-v1",
     "onpolicy-addition-v1",
+    "onpolicy-refusal-v1",
 )
 
 

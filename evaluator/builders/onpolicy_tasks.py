@@ -1,11 +1,11 @@
 """The on-policy tasks' judges and generation settings, by task id (what ``build-data`` needs to
 write tasks.yaml and to re-judge regenerated outputs). One module above the builders
-(``onpolicy``, ``onpolicy_pressure``, ``onpolicy_arithmetic``), so none of them imports another's
+(``onpolicy``, ``onpolicy_pressure``, ``onpolicy_arithmetic``, ``onpolicy_refusal``), so none of them imports another's
 dispatch."""
 
 from __future__ import annotations
 
-from evaluator.builders import onpolicy_arithmetic, onpolicy_pressure
+from evaluator.builders import onpolicy_arithmetic, onpolicy_pressure, onpolicy_refusal
 from evaluator.builders.onpolicy import CITY_COUNTRY_ID, GENERATION_SETTINGS, names_country
 
 
@@ -17,6 +17,8 @@ def generation_settings(task_id: str) -> dict[str, object]:
         return onpolicy_arithmetic.GENERATION_SETTINGS
     if task_id in onpolicy_pressure.FRAMES:
         return onpolicy_pressure.generation_settings(task_id)
+    if task_id == onpolicy_refusal.REFUSAL_ID:
+        return onpolicy_refusal.GENERATION_SETTINGS
     raise ValueError(f"{task_id} is not an on-policy task")
 
 
@@ -38,4 +40,6 @@ def relabel(task_id: str, meta: dict, outputs: dict[str, str]) -> int | None:
         return 0 if names_country(output, meta["country"]) else 1
     if task_id == onpolicy_arithmetic.ADDITION_ID:
         return onpolicy_arithmetic.relabel(meta, output)
+    if task_id == onpolicy_refusal.REFUSAL_ID:
+        return onpolicy_refusal.relabel(output)
     raise ValueError(f"{task_id} is not an on-policy task")

@@ -142,3 +142,7 @@ def test_qwen_loads_from_its_joined_parts_and_reads_like_the_others(tmp_path):
     )
     out = greedy_generate([("q", chat)], model_id=QWEN, registry=reg, cache_dir=tmp_path, max_new_tokens=8)
     assert "Paris" in out["q"]
+    # the on-policy refusal task writes the model's chat format itself: it is the tokenizer's
+    from evaluator.builders.onpolicy_refusal import CHAT
+
+    assert CHAT[QWEN].format(request="What is the capital of France?") == chat
