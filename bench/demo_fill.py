@@ -135,6 +135,20 @@ def main(argv: list[str] | None = None) -> int:
     django.setup()
     from django.db import connection
 
+    from leaderboard.management.commands.install_reference_probes import entries_on_models
+    from leaderboard.services.runs import enabled_models
+
+    # the demo leaves out the reference probes on a base model it does not run (PROBEBENCH_MODELS)
+    entries, skipped = entries_on_models(entries, ROOT, set(enabled_models().values_list("slug", flat=True)))
+    if skipped:
+        print(
+            f"left out (their base model is not run here): {', '.join(e['slug'] for e in skipped)}",
+            file=sys.stderr,
+        )
+        categories = sorted(
+            {json.loads((ROOT / e["path"] / "probe.json").read_text())["category"] for e in entries}
+        )
+
     port = free_port()
     demo_cmd = [py, "manage.py", "demo", "--host", "127.0.0.1", "--port", str(port)]
     if args.only:

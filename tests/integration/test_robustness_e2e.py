@@ -36,8 +36,12 @@ def test_a_new_submission_is_attacked_and_its_goodhart_component_is_measured(
         assert run.status == EvaluationRun.Status.SUCCEEDED, run.error
         assert run.protocol == "p1" and run.example_scores
         assert all(e["label"] == 1 for e in run.example_scores)  # the attacked test positives
-        curve = run.metrics["attack"]["curve"]
-        assert curve[0]["step"] == 0 and curve[-1]["step"] == run.metrics["attack"]["steps"] == 100
+        attack = run.metrics["attack"]
+        curve = attack["curve"]
+        assert attack["steps"] == 100 and curve[0]["step"] == 0 and curve[-1]["step"] == attack["steps_run"]
+        # the adversary keeps its best checkpoint, and stops early only where it catches nothing
+        assert attack["recall_attacked"] == min(c["recall"] for c in curve)
+        assert attack["steps_run"] == 100 or curve[-1]["recall"] == 0.0
 
     all_runs = list(EvaluationRun.objects.filter(probe_version__submission=sub, cycle=None))
     by_task: dict = {}
@@ -50,7 +54,7 @@ def test_a_new_submission_is_attacked_and_its_goodhart_component_is_measured(
     measured = new.measurements["goodhart_resistance"]
     assert measured == pytest.approx(recomputed["goodhart_resistance"])
     for task, t in new.measurements["robustness"].items():
-        # the worker's own reading of the final step agrees with the score writer's
+        # the worker's own reading of its best checkpoint agrees with the score writer's
         run = runs.get(task_id=task)
         assert t["recall_attacked"] == pytest.approx(run.metrics["attack"]["recall_attacked"])
         assert t["recall_clean"] == pytest.approx(run.metrics["attack"]["recall_clean"])
