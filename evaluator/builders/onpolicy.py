@@ -32,7 +32,11 @@ from evaluator.builders.geography import CITIES_PATH, COUNTRIES_PATH, LICENSE, P
 
 CITY_COUNTRY_ID = "onpolicy-city-country-v1"
 #: the decoder models the task is built for (the encoder generates nothing)
-CITY_COUNTRY_MODELS: tuple[str, ...] = ("smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct")
+CITY_COUNTRY_MODELS: tuple[str, ...] = (
+    "smollm2-135m-instruct",
+    "gemma-3-270m",
+    "qwen2.5-coder-0.5b-instruct",
+)
 #: population-ranked unique-name cities after the blocks of the text tasks (geography.CITY_BLOCKS)
 CITY_RANGE = (3600, 4560)
 N_DISTSHIFT_CITIES = 150

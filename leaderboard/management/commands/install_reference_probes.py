@@ -61,7 +61,8 @@ def manifest_entries(manifest: Path, only: str = "") -> list[dict]:
 def entries_on_models(entries: list[dict], root: Path, models: set[str]) -> tuple[list[dict], list[dict]]:
     """(kept, skipped): the entries whose probe reads one of ``models`` (the enabled base models),
     and the others, in manifest order. Pure but for reading each probe.json."""
-    kept, skipped = [], []
+    kept: list[dict] = []
+    skipped: list[dict] = []
     for entry in entries:
         model = json.loads((root / entry["path"] / "probe.json").read_text())["base_model"]
         (kept if model in models else skipped).append(entry)
