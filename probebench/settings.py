@@ -250,6 +250,10 @@ ENABLED_MODELS = envlist("PROBEBENCH_MODELS", "")
 #: The device the workers evaluate on: cpu or cuda (empty: CUDA when available). Either way the
 #: numerics are the measurement protocol's (registry/protocols/: float32, TF32 off).
 EVALUATION_DEVICE = env("PROBEBENCH_DEVICE", "") or None
+#: Recipe runs: for a probe with a recipe, plan its reproduction (the recipe re-run on its own model)
+#: and its transfer re-fits on every other enabled base model (ρ_CE). False leaves ρ_CE imputed and
+#: flagged: for a deployment that runs one model, or a fill that measures other axes.
+RECIPE_RUNS = envbool("PROBEBENCH_RECIPE_RUNS", "True")
 #: Direction utility (evaluator.steer): plan a steer run per readout task for every eligible
 #: submission (a linear probe on a decoder model). The test suite turns it off (tests/env_defaults.py)
 #: except where a test measures it: each run replays the model 2K+2 times on a subset of rows.

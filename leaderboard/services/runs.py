@@ -85,7 +85,7 @@ def evaluation_runs_plan(*, version: ProbeVersion, submission: Submission) -> li
     - score and reference runs on each active task of its category that it can read
       (:func:`score_runs_plan`; ``selectors.shared.tasks_applicable``);
     - reproduce / transfer: with a recipe, the recipe re-run on the source model and re-fit on
-      every other enabled base model;
+      every other enabled base model (``settings.RECIPE_RUNS``);
     - steer: direction utility (evaluator.steer) on each task with a behavioural readout, for a
       linear probe on a decoder model (``settings.STEER_RUNS``);
     - stress: the artifact on each task's stress split (evaluator.stress), for every task that has
@@ -98,7 +98,7 @@ def evaluation_runs_plan(*, version: ProbeVersion, submission: Submission) -> li
     # the others are shown as not applicable on its page, never planned
     tasks, _ = tasks_applicable(version=version)
     new = score_runs_plan(version=version, tasks=tasks, submission=submission)
-    if version.recipe:
+    if version.recipe and settings.RECIPE_RUNS:
         recipe_task = Task.objects.get(slug=version.recipe["task"])
         recipe = ProbeReads(
             input=version.recipe.get("input") or version.input,

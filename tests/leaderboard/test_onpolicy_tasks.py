@@ -18,6 +18,7 @@ from tests.leaderboard.reevaluation_data import synthetic_scores
 
 pytestmark = pytest.mark.django_db
 SMOL, GEMMA, ENCODER = "smollm2-135m-instruct", "gemma-3-270m", "all-minilm-l6-v2"
+QWEN = "qwen2.5-coder-0.5b-instruct"
 Run = m.EvaluationRun
 
 
@@ -72,8 +73,13 @@ def test_transfer_re_fits_only_on_models_with_the_behaviour(synced, settings):
     version = _queued("recipe-probe", SMOL, recipe=recipe)
     planned = evaluation_runs_plan(version=version, submission=version.submission)
     targets = {r.base_model_id for r in planned if r.kind == Run.Kind.TRANSFER}
-    has_behaviour = set(synced.task(CITY_COUNTRY_ID).splits_by_model) - {SMOL}
+    has_behaviour = set(synced.task(CITY_COUNTRY_ID).splits_by_model) & set(settings.ENABLED_MODELS) - {SMOL}
     assert targets == has_behaviour and ENCODER not in targets
+    # a deployment that turns the recipe runs off plans neither the re-fits nor the reproduction
+    settings.RECIPE_RUNS = False
+    other = _queued("recipe-probe-2", SMOL, recipe=recipe)
+    kinds = {r.kind for r in evaluation_runs_plan(version=other, submission=other.submission)}
+    assert Run.Kind.SCORE in kinds and not kinds & {Run.Kind.TRANSFER, Run.Kind.REPRODUCE}
 
 
 def _finish(version: m.ProbeVersion, auroc_by_task: dict[str, float]) -> list[Run]:
@@ -239,8 +245,9 @@ def test_task_pages_show_the_text_baselines_and_mark_on_policy_tasks(synced, cli
     panel = m.Task.objects.get(slug=CITY_COUNTRY_ID).text_panel(SMOL)
     best = panel["members"][strongest(panel)]["splits"]["test"]["auroc"]
     assert 'id="text-baselines"' in page and f"{best:.3f}" in page
-    assert page.count(">strongest</span>") == 2  # one per base model's file
-    assert page.count(">CV pick</span>") == 2
+    n_models = len(synced.task(CITY_COUNTRY_ID).splits_by_model)
+    assert page.count(">strongest</span>") == n_models == 3  # one per base model's file
+    assert page.count(">CV pick</span>") == n_models
     text_task = client.get("/tasks/harmful-requests-v1/").content.decode()
     assert "On-policy task." not in text_task
     harmful = m.Task.objects.get(slug="harmful-requests-v1").text_panel()
@@ -257,7 +264,7 @@ def test_the_task_api_publishes_each_models_files_and_the_baselines(synced, clie
     assert own["on_policy"] is True
     assert own["text_baselines"][SMOL]["members"]["char_tfidf"]["splits"]["test"]["auroc"] is not None
     assert {(s["base_model"], s["name"]) for s in own["splits"]} == {
-        (m, n) for m in (SMOL, GEMMA) for n in ("train", "test", "distshift", "holdout_pool")
+        (m, n) for m in (SMOL, GEMMA, QWEN) for n in ("train", "test", "distshift", "holdout_pool")
     }
     assert own["text_baselines"][GEMMA]["sha256"] == synced.task(CITY_COUNTRY_ID).text_panel_sha256(GEMMA)
     assert {s["base_model"] for s in tasks["halueval-qa-v1"]["splits"]} == {None}
