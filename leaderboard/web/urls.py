@@ -1,9 +1,24 @@
 """Public pages (namespace "leaderboard"). The researcher pages (sign-up, submit, a submission's
 status, the API token) live in leaderboard/web/submit_urls.py (namespace "submit")."""
 
-from django.urls import path
+from django.urls import path, register_converter
 
 from leaderboard.web import views
+
+
+class ModelIdConverter:
+    """A base model id of registry/models.yaml: a slug that may hold dots (qwen2.5-coder-0.5b-instruct)."""
+
+    regex = r"[-a-zA-Z0-9_.]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(ModelIdConverter, "model_id")
 
 app_name = "leaderboard"
 
@@ -15,7 +30,7 @@ urlpatterns = [
     path("tasks/", views.task_list, name="tasks"),
     path("tasks/<slug:slug>/", views.task, name="task"),
     path("models/", views.model_list, name="models"),
-    path("models/<slug:slug>/", views.model, name="model"),
+    path("models/<model_id:slug>/", views.model, name="model"),
     path("methodology/", views.methodology, name="methodology"),
     path("compare/", views.compare, name="compare"),
     path("reevaluations/", views.reevaluation_list, name="reevaluations"),

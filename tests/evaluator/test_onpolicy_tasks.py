@@ -190,10 +190,11 @@ def test_committed_on_policy_splits_are_per_model_balanced_and_labelled_by_the_j
         # both classes share one template: the prompt differs only in the city
         test = _rows(ROOT / splits["test"].path)
         if task_id == CITY_COUNTRY_ID:
-            from evaluator.builders.onpolicy import DS_PROMPT, PROMPT
+            from evaluator.builders.onpolicy import MODEL_PROMPTS, PROMPT
 
-            # each model reads its own prompt (Gemma is asked "located in the country of")
-            prompt = PROMPT if model == SMOL else DS_PROMPT
+            # each model reads its own prompt (Gemma is asked "located in the country of"; Qwen
+            # reads SmolLM2's)
+            prompt = MODEL_PROMPTS.get(model, (PROMPT,))[0]
             assert {r["text"].replace(r["meta"]["city"], "<c>") for r in test} == {prompt.format(city="<c>")}
         assert task.text_panel_sha256(model) is not None
 
@@ -251,7 +252,7 @@ def test_leakage_checks_read_each_models_test_file(registry):
     declared = declared_text_sources(registry, tasks=[CITY_COUNTRY_ID], splits=["test"])
     [overlap] = overlapping_test_splits(registry, declared, tasks=[CITY_COUNTRY_ID])
     by_model = registry.task(CITY_COUNTRY_ID).splits_by_model
-    assert len(by_model) == 2  # SmolLM2's and Gemma's test files are both read
+    assert len(by_model) == 3  # SmolLM2's, Gemma's and Qwen's test files are all read
     assert overlap.rows == overlap.split_rows == sum(s["test"].rows for s in by_model.values())
 
 
