@@ -18,11 +18,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench.board_snapshot import board_copy  # noqa: E402
 
 
 def _ci(pair) -> str:
@@ -37,20 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data_dir", type=Path, help="a data directory holding a filled probebench.sqlite3")
     args = parser.parse_args(argv)
-    source = args.data_dir.resolve()
-    if not (source / "probebench.sqlite3").is_file():
-        parser.error(f"{source} holds no probebench.sqlite3")
-    copy = Path(tempfile.mkdtemp(prefix="probebench-lifts-"))
-    import sqlite3
-
-    # a consistent snapshot even while a demo is still writing to it
-    with (
-        sqlite3.connect(source / "probebench.sqlite3") as src,
-        sqlite3.connect(copy / "probebench.sqlite3") as dst,
-    ):
-        src.backup(dst)
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY")}
-    env.update(PROBEBENCH_DATA_DIR=str(copy), SECRET_KEY="bench-reference-lifts-not-secret")
+    try:
+        copy, env = board_copy(args.data_dir, secret="bench-reference-lifts-not-secret")
+    except FileNotFoundError as exc:
+        parser.error(str(exc))
     for cmd in (["migrate", "--noinput", "-v0"], ["rescore"]):
         subprocess.run(
             [sys.executable, "manage.py", *cmd], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL

@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sqlite3
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench.board_snapshot import board_copy  # noqa: E402
 
 SPEC = "v0.0.2"
 
@@ -70,17 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data_dir", type=Path, help="a data directory holding a filled probebench.sqlite3")
     args = parser.parse_args(argv)
-    source = args.data_dir.resolve()
-    if not (source / "probebench.sqlite3").is_file():
-        parser.error(f"{source} holds no probebench.sqlite3")
-    copy = Path(tempfile.mkdtemp(prefix="probebench-robustness-"))
-    with (
-        sqlite3.connect(source / "probebench.sqlite3") as src,
-        sqlite3.connect(copy / "probebench.sqlite3") as dst,
-    ):
-        src.backup(dst)
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY")}
-    env.update(PROBEBENCH_DATA_DIR=str(copy), SECRET_KEY="bench-robustness-table-not-secret")
+    try:
+        copy, env = board_copy(args.data_dir, secret="bench-robustness-table-not-secret")
+    except FileNotFoundError as exc:
+        parser.error(str(exc))
     os.environ.update(env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "probebench.settings")
     import django
