@@ -9,9 +9,9 @@ ratio is measured under one load), with the largest difference between their num
   New: the first harvest keeps every layer, the second probe reads the cache. Wall time of each
   probe, model forwards, bytes on disk, max |Δ s(x)|.
 - ``steer``: direction utility of cities-cp-logreg-smollm2 on cities-truth-v1 (``--steer-n``
-  rows): one replay of the upper blocks per intervention (``batched=False``) vs the 2 + 2K
-  interventions stacked (``batched=True``), alternated ``--steer-repeats`` times (the fastest
-  of each). Max |Δ| over every number of the result.
+  rows): one replay of the upper blocks per intervention vs the 2 + 2K interventions of one
+  seed's random comparison stacked, alternated ``--steer-repeats`` times (the fastest
+  of each). Max |Δ| of the readouts.
 - ``transfer``: the transfer runs of both probes to ``--target``, old (ablations harvested on
   every call, train split at the re-fit layer only) vs shared (everything through the cache at
   every layer). Max |Δ ρ|.
@@ -145,58 +145,58 @@ def bench_harvest(registry, lm, probes, workdir: Path) -> dict[str, Any]:
     return out
 
 
-def _numbers(value: Any, prefix: str = "") -> dict[str, float]:
-    """Every number of a JSON-like value by its path (timings left out)."""
-    if isinstance(value, dict):
-        out: dict[str, float] = {}
-        for k, v in value.items():
-            if k != "seconds":
-                out |= _numbers(v, f"{prefix}.{k}")
-        return out
-    if isinstance(value, (list, tuple)):
-        out = {}
-        for i, v in enumerate(value):
-            out |= _numbers(v, f"{prefix}[{i}]")
-        return out
-    if isinstance(value, (bool, str)) or value is None:
-        return {}
-    return {prefix: float(value)}
-
-
 def bench_steer(registry, lm, probe, *, n: int, repeats: int) -> dict[str, Any]:
-    """Old and new alternate ``repeats`` times; the fastest of each is reported (the load of a
-    shared machine moves within a run: alternating exposes both paths to it alike)."""
-    from evaluator.activations import HarvestConfig
-    from evaluator.steer import steer_task
+    """The interventions of one seed's random comparison (the probe's direction and K random ones,
+    added and projected out) on the readout prompts of ``n`` test rows: one replay of the upper
+    blocks per intervention (:func:`evaluator.steer.readouts`) vs the interventions stacked
+    (:func:`evaluator.steer.readouts_batched`), alternated ``repeats`` times (the fastest of each
+    is reported: alternating exposes both paths to the load of a shared machine alike)."""
+    import torch
+
+    from evaluator.activations import HarvestConfig, read_split, render
+    from evaluator.steer import (
+        _ablation,
+        _addition,
+        _encode,
+        random_directions,
+        readout_prefix,
+        readout_tokens,
+        readouts,
+        readouts_batched,
+        unit_direction,
+    )
 
     settings = registry.protocol().steering
-    results: dict[bool, dict[str, Any]] = {}
+    task = registry.task(TASK)
+    texts = read_split(registry, TASK, "test").texts[:n]
+    encoded = _encode(
+        lm,
+        [render(task.readout.template, t) for t in texts],
+        HarvestConfig.from_protocol(registry.protocol()),
+    )
+    tokens = readout_tokens(lm, positive=task.readout.positive, negative=task.readout.negative)
+    prefix = readout_prefix(lm, encoded, layer=probe.layer, tokens=tokens)
+    alpha = float(np.median(prefix.norms))
+    directions = [unit_direction(probe), *random_directions(lm.d_model, k=settings.random_directions, seed=0)]
+    as_t = lambda v: torch.as_tensor(v, dtype=torch.float32)  # noqa: E731
+    edits = [_addition(as_t(alpha * d)) for d in directions] + [_ablation(as_t(d)) for d in directions]
+    results: dict[bool, np.ndarray] = {}
     times: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(repeats):
         for batched in (False, True):
             start = time.perf_counter()
-            results[batched] = steer_task(
-                probe,
-                lm,
-                registry.task(TASK),
-                registry=registry,
-                settings=settings,
-                config=HarvestConfig.from_protocol(registry.protocol()),
-                n=n,
-                batched=batched,
-            )
+            if batched:
+                results[batched] = readouts_batched(lm, prefix, tokens=tokens, edits=edits)
+            else:
+                results[batched] = np.stack([readouts(lm, prefix, tokens=tokens, edit=e) for e in edits])
             times[batched].append(time.perf_counter() - start)
     seconds = {k: min(v) for k, v in times.items()}
-    old, new = _numbers(results[False]), _numbers(results[True])
-    assert old.keys() == new.keys()
-    diffs = {k: abs(old[k] - new[k]) for k in old}
-    worst = max(diffs, key=lambda k: diffs[k])
     return {
         "probe": probe.metadata.name,
         "layer": probe.layer,
         "n_layers": lm.n_layers,
         "n": n,
-        "interventions": 2 + 2 * settings.random_directions,
+        "interventions": len(edits),
         "old_seconds": round(seconds[False], 2),
         "new_seconds": round(seconds[True], 2),
         "all_seconds": {
@@ -204,9 +204,7 @@ def bench_steer(registry, lm, probe, *, n: int, repeats: int) -> dict[str, Any]:
             "new": [round(t, 2) for t in times[True]],
         },
         "speedup": seconds[False] / seconds[True],
-        "max_abs_diff": diffs[worst],
-        "max_abs_diff_at": worst,
-        "utility_z": [results[False]["utility_z"], results[True]["utility_z"]],
+        "max_abs_diff": float(np.abs(results[False] - results[True]).max()),
     }
 
 

@@ -2,7 +2,8 @@
 
     # a random-direction control probe (a linear probe whose weight is a seeded random vector)
     .venv/bin/python bench/bench_steer.py random-probe var/steer/random-smollm2 --layer 18
-    # seconds per probe per task (the unsteered pass, then the 2 + 2K interventions replayed, stacked)
+    # seconds per probe per task (readout check, strength sweep with the fluency guard, the probe's
+    # and the random directions' interventions replayed stacked, the prompting baseline)
     .venv/bin/python bench/bench_steer.py bench --probe registry/reference_probes/cities-cp-logreg-smollm2 \
         --task cities-truth-v1 --n 64
 
@@ -89,6 +90,9 @@ def bench(probe_dir: Path, *, task: str, n: int, device: str) -> dict:
         "n_layers": lm.n_layers,
         "n": n,
         "random_directions": out["settings"]["random_directions"],
+        "random_seeds": out["settings"]["random_seeds"],
+        "judged": result.get("judged"),
+        "readout_auroc": result.get("readout_auroc"),
         "model_load_s": round(load_s, 1),
         "steer_s": round(steer_s, 1),
         "utility_z": result.get("utility_z"),
@@ -103,22 +107,31 @@ def bench(probe_dir: Path, *, task: str, n: int, device: str) -> dict:
 def table(paths: list[Path]) -> str:
     """The RESULTS.md table from `python -m evaluator steer` outputs (one JSON file per probe)."""
     lines = [
-        "| probe | task | layer | readout AUROC | addition effect | random mean ± sd | z | "
-        "ablation AUROC drop | random mean ± sd | z | utility_z |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| probe | task | layer | readout AUROC | strength (× norm) | perplexity ratio | addition effect |"
+        " random mean ± sd | p (n random) | z (spread over seeds) | prompting effect | ablation AUROC drop |"
+        " z | utility_z |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for path in paths:
         out = json.loads(path.read_text())
         for task, r in out["tasks"].items():
             if r.get("readout") is None:
-                lines.append(f"| {path.stem} | {task} | | n/a: {r['reason']} | | | | | | | |")
+                lines.append(f"| {path.stem} | {task} | | n/a: {r['reason']} |" + " |" * 10)
+                continue
+            auroc = r["readout"]["auroc"]
+            if not r.get("judged"):
+                lines.append(
+                    f"| {path.stem} | {task} | {r['readout']['layer']} | {auroc:.3f} | not judged: {r['reason']} |"
+                    + " |" * 9
+                )
                 continue
             a, b = r["addition"], r["ablation"]
+            prompt = r.get("prompt_baseline")
             lines.append(
-                f"| {path.stem} | {task} | {r['layer']} | {r['readout']['auroc']:.3f} | {a['effect']:+.3f} | "
-                f"{a['random_mean']:+.3f} ± {a['random_sd']:.3f} | {a['utility_z']:+.2f} | "
-                f"{b['effect']:+.4f} | {b['random_mean']:+.4f} ± {b['random_sd']:.4f} | {b['utility_z']:+.2f} | "
-                f"{r['utility_z']:+.2f} |"
+                f"| {path.stem} | {task} | {r['layer']} | {auroc:.3f} | {r['strength']:g} | {r['fluency']['ratio']:.2f} |"
+                f" {a['effect']:+.3f} | {a['random_mean']:+.3f} ± {a['random_sd']:.3f} | {a['p_value']:.3f} ({a['n_random']}) |"
+                f" {a['utility_z']:+.2f} (± {a['z_spread']:.2f}) | {'' if prompt is None else format(prompt['effect'], '+.3f')} |"
+                f" {b['effect']:+.4f} | {b['utility_z']:+.2f} | {r['utility_z']:+.2f} |"
             )
     return "\n".join(lines)
 

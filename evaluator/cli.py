@@ -232,8 +232,7 @@ def _steer_args(p: argparse.ArgumentParser) -> None:
         "--n", type=int, default=None, help="test rows per task (default: the protocol's steering.examples)"
     )
     p.add_argument("--device", default=None, help="cpu | cuda (default: CUDA when available)")
-    p.add_argument("--cache-dir", type=Path, default=None, help="model cache (default: var/cache)")
-    p.add_argument("--registry", type=Path, default=None, help="project root holding tasks.yaml")
+    cache_registry_json_args(p)
 
 
 @command("steer", _steer_args)
@@ -254,6 +253,46 @@ def run_steer(args: argparse.Namespace) -> dict:
         n=args.n,
         device=args.device,
     )
+
+
+@summary("steer")
+def steer_summary(result: object) -> str:
+    if not isinstance(result, dict):
+        return f"{result}\n"
+    probe = result.get("probe") or {}
+    if not result.get("eligible"):
+        return f"{probe.get('name')}: not eligible: {result.get('reason')}\n"
+    lines = [
+        f"{probe.get('name')} on {probe.get('base_model')}, layer {probe.get('layer')}: direction utility",
+        "",
+    ]
+    for task_id, r in (result.get("tasks") or {}).items():
+        if r.get("readout") is None:
+            lines.append(f"{task_id}  n/a: {r['reason']}")
+            continue
+        head = f"{task_id}  readout AUROC {r['readout_auroc']:.3f} (n {r['readout']['n']})"
+        if not r.get("judged"):
+            lines.append(f"{head}  not judged: {r['reason']}")
+            continue
+        a, b, prompt = r["addition"], r["ablation"], r.get("prompt_baseline")
+        lines += [
+            f"{head}  strength {r['strength']:g} × norm, perplexity × {r['fluency']['ratio']:.2f}",
+            f"  addition {a['effect']:+.3f} vs random {a['random_mean']:+.3f} ± {a['random_sd']:.3f}:"
+            f" p {a['p_value']:.3f} over {a['n_random']}, z {a['utility_z']:+.2f} (± {a['z_spread']:.2f} over seeds)",
+            f"  ablation AUROC drop {b['effect']:+.4f}: p {b['p_value']:.3f}, z {b['utility_z']:+.2f}",
+            f"  prompting baseline: {'none declared' if prompt is None else format(prompt['effect'], '+.3f')}",
+        ]
+        g = r.get("generated")
+        if g:
+            lines.append(
+                f"  generated ({g['judge']}): {g['positive_rate']:.2f} → {g['positive_rate_ablated']:.2f} ablated"
+                f" (random {', '.join(f'{x:.2f}' for x in g['random_ablated'])});"
+                f" {g['negative_rate']:.2f} → {g['negative_rate_added']:.2f} added"
+                f" (random {', '.join(f'{x:.2f}' for x in g['random_added'])})"
+            )
+    du = result.get("direction_utility")
+    lines.append(f"direction utility: {'n/a' if du is None else format(du, '+.2f')}")
+    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------- stress

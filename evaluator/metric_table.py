@@ -248,13 +248,16 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         "direction_utility",
         "Direction utility",
-        "mean over tasks of the steering effect's z against random directions (not in the ProbeScore)",
+        "mean over the judged tasks of the steering effect's z against at least 64 random directions per"
+        " seed, at the strength chosen on train within the fluency guard; a task whose readout does not"
+        " reach the protocol's AUROC against the labels is not judged (not in the ProbeScore)",
         -math.inf,
         math.inf,
         True,
         unit="z",
         per_task=False,
         exported=True,
+        version=2,
     ),
 )
 

@@ -35,6 +35,8 @@ CATEGORIES: tuple[str, ...] = (
 #: The eval-awareness category, and the role of the reference probe every auroc_ea is computed from
 #: (a probe in this category has no auroc_ea). The one home of this name.
 EVAL_AWARENESS = "eval_awareness"
+#: The judges a readout may apply to the model's own greedy continuation (evaluator.steer).
+READOUT_JUDGES: tuple[str, ...] = ("refusal",)
 SPLIT_NAMES: tuple[str, ...] = ("train", "test", "distshift", "holdout_pool")
 REQUIRED_SPLITS: tuple[str, ...] = ("train", "test", "holdout_pool")
 TASK_STATUSES: tuple[str, ...] = ("active", "superseded")
@@ -128,17 +130,39 @@ class ReadoutSpec:
     """A task's behavioural readout: the model reads ``template`` (``{text}`` replaced; a mapping
     gives one template per base-model family, and a family it does not name has no readout) and the
     readout is log P(positive openings) − log P(negative openings) of its next token, where each
-    opening is read by its first token. ``positive`` is the behaviour of the label-1 class."""
+    opening is read by its first token. ``positive`` is the behaviour of the label-1 class.
+
+    ``instruction``: the prompting baseline, an instruction that asks for the positive behaviour,
+    inserted into each readout prompt before the last occurrence of ``instruction_before`` (right
+    after the row's text when that is empty). ``generated``: a judge of the model's own greedy
+    continuation (a name in evaluator.steer.JUDGES), read on a few rows beside the next-token one."""
 
     template: str | dict[str, str]
     positive: tuple[str, ...]
     negative: tuple[str, ...]
+    instruction: str = ""
+    instruction_before: str = ""
+    generated: str = ""
 
     def template_for(self, family: str) -> str | None:
         """The template for a base-model family, or None when the task has none for it."""
         if isinstance(self.template, str):
             return self.template
         return self.template.get(family)
+
+    def prompted(self, prompt: str, text: str) -> str:
+        """A readout prompt with the instruction inserted (the prompting baseline)."""
+        if self.instruction_before:
+            at = prompt.rfind(self.instruction_before)
+            if at < 0:
+                raise ValueError(
+                    f"the readout prompt has no {self.instruction_before!r} to insert the instruction before"
+                )
+            return prompt[:at] + self.instruction + prompt[at:]
+        at = prompt.find(text)
+        if at < 0:
+            raise ValueError("the readout prompt does not contain the row's text")
+        return prompt[: at + len(text)] + self.instruction + prompt[at + len(text) :]
 
 
 @dataclass(frozen=True)
@@ -326,13 +350,23 @@ class ProtocolTolerances:
 class SteeringSettings:
     """A protocol's ``steering`` section: how direction utility is measured (evaluator.steer)."""
 
-    alpha_multiple: float  # α = alpha_multiple × the median residual norm at the probe's layer
-    random_directions: int  # K seeded random unit directions to compare with (≥ 16)
+    #: the strengths swept on train, as multiples of the median residual norm at the probe's layer
+    strengths: tuple[float, ...]
+    sweep_examples: int  # balanced train rows of the sweep
+    #: the fluency guard: a strength whose steered perplexity on the fluency text exceeds this
+    #: multiple of the unsteered one is not a steering strength (the push broke the model)
+    max_perplexity_ratio: float
+    fluency_task: str  # the task whose train texts are the fluency text (read as plain text)
+    fluency_examples: int
+    fluency_tokens: int  # each fluency text cut to this many tokens
+    random_directions: int  # K seeded random unit directions per seed (≥ 64)
+    random_seeds: tuple[int, ...]  # one pool of K per seed: the spread over seeds
     examples: int  # default size of the seeded, balanced subset of test rows
-    seed: int  # the subset and the random directions
-    #: ablation is judged only where the unsteered readout's AUROC reaches this: a readout at chance
-    #: cannot drop, and a tiny random spread would turn noise into a large z
-    ablation_min_readout_auroc: float
+    seed: int  # the subsets
+    #: a readout whose AUROC against the labels is below this is reported and never judged
+    min_readout_auroc: float
+    generation_examples: int  # rows per class of the generated-text readout
+    generation_random: int  # random directions the generated-text readout is compared with
 
 
 @dataclass(frozen=True)
@@ -541,7 +575,7 @@ def _load_readout(entry: dict, where: str) -> tuple[ReadoutSpec | None, str]:
     if not isinstance(data, dict):
         raise RegistryError(f"{where}: readout must be a mapping (template, positive, negative) or null")
     _require(data, ("template", "positive", "negative"), f"{where} readout")
-    unknown = sorted(set(data) - {"template", "positive", "negative"})
+    unknown = sorted(set(data) - {"template", "positive", "negative", "instruction", "generated"})
     if unknown:
         raise RegistryError(f"{where}: readout: unknown key(s) {', '.join(unknown)}")
     template = data["template"]
@@ -556,10 +590,25 @@ def _load_readout(entry: dict, where: str) -> tuple[ReadoutSpec | None, str]:
         raise RegistryError(f"{where}: readout.positive and readout.negative share an opening")
     if entry.get("readout_reason"):
         raise RegistryError(f"{where}: readout_reason is only for readout: null")
+    instruction = data.get("instruction") or {}
+    if not isinstance(instruction, dict) or set(instruction) - {"text", "before"}:
+        raise RegistryError(f"{where}: readout.instruction must be a mapping of text (and before)")
+    if instruction and not (isinstance(instruction.get("text"), str) and instruction["text"].strip()):
+        raise RegistryError(f"{where}: readout.instruction.text must be a non-empty string")
+    if not isinstance(instruction.get("before", ""), str):
+        raise RegistryError(f"{where}: readout.instruction.before must be a string")
+    generated = data.get("generated") or ""
+    if generated not in ("", *READOUT_JUDGES):
+        raise RegistryError(
+            f"{where}: readout.generated {generated!r} is not a judge; accepted: {', '.join(READOUT_JUDGES)}"
+        )
     return ReadoutSpec(
         template=dict(template) if isinstance(template, dict) else template,
         positive=positive,
         negative=negative,
+        instruction=str(instruction.get("text", "")),
+        instruction_before=str(instruction.get("before", "")),
+        generated=str(generated),
     ), ""
 
 
@@ -960,6 +1009,65 @@ def _number(value: Any, where: str, *, integer: bool = False, positive: bool = T
     return value
 
 
+def _steering_settings(st: Any, where: str) -> SteeringSettings:
+    keys = (
+        "strengths",
+        "sweep_examples",
+        "max_perplexity_ratio",
+        "fluency_task",
+        "fluency_examples",
+        "fluency_tokens",
+        "random_directions",
+        "random_seeds",
+        "examples",
+        "seed",
+        "min_readout_auroc",
+        "generation_examples",
+        "generation_random",
+    )
+    _require(st, keys, f"{where}: steering")
+    unknown = sorted(set(st) - set(keys))
+    if unknown:
+        raise RegistryError(f"{where}: steering: unknown key(s) {', '.join(unknown)}")
+    strengths = st["strengths"]
+    if not isinstance(strengths, list) or not strengths:
+        raise RegistryError(f"{where}: steering.strengths must be a non-empty list of positive numbers")
+    for i, m in enumerate(strengths):
+        _number(m, f"{where}: steering.strengths[{i}]")
+    seeds = st["random_seeds"]
+    if not isinstance(seeds, list) or len(seeds) < 2 or len(set(seeds)) != len(seeds):
+        raise RegistryError(f"{where}: steering.random_seeds must list at least 2 distinct seeds")
+    for i, seed in enumerate(seeds):
+        _number(seed, f"{where}: steering.random_seeds[{i}]", integer=True, positive=False)
+    if _number(st["random_directions"], f"{where}: steering.random_directions", integer=True) < 64:
+        raise RegistryError(f"{where}: steering.random_directions must be at least 64")
+    if _number(st["max_perplexity_ratio"], f"{where}: steering.max_perplexity_ratio") <= 1:
+        raise RegistryError(f"{where}: steering.max_perplexity_ratio must be above 1")
+    if not 0.5 <= _number(st["min_readout_auroc"], f"{where}: steering.min_readout_auroc") <= 1:
+        raise RegistryError(f"{where}: steering.min_readout_auroc must be in [0.5, 1]")
+    if not isinstance(st["fluency_task"], str):
+        raise RegistryError(f"{where}: steering.fluency_task must be a task id")
+    for key in ("sweep_examples", "fluency_examples", "fluency_tokens", "examples", "generation_examples"):
+        _number(st[key], f"{where}: steering.{key}", integer=True)
+    _number(st["generation_random"], f"{where}: steering.generation_random", integer=True, positive=False)
+    _number(st["seed"], f"{where}: steering.seed", integer=True, positive=False)
+    return SteeringSettings(
+        strengths=tuple(float(m) for m in strengths),
+        sweep_examples=int(st["sweep_examples"]),
+        max_perplexity_ratio=float(st["max_perplexity_ratio"]),
+        fluency_task=st["fluency_task"],
+        fluency_examples=int(st["fluency_examples"]),
+        fluency_tokens=int(st["fluency_tokens"]),
+        random_directions=int(st["random_directions"]),
+        random_seeds=tuple(int(x) for x in seeds),
+        examples=int(st["examples"]),
+        seed=int(st["seed"]),
+        min_readout_auroc=float(st["min_readout_auroc"]),
+        generation_examples=int(st["generation_examples"]),
+        generation_random=int(st["generation_random"]),
+    )
+
+
 def load_protocol(path: Path) -> Protocol:
     """Read and validate one protocol file: every field present, a float32 compute dtype, TF32 off,
     left truncation and right padding (what the harvester does), positive tolerances."""
@@ -1006,32 +1114,7 @@ def load_protocol(path: Path) -> Protocol:
     released = data.get("released", "")
     if isinstance(released, dt.date):
         released = released.isoformat()
-    steering = None
-    if data.get("steering") is not None:
-        st = data["steering"]
-        _require(
-            st,
-            ("alpha_multiple", "random_directions", "examples", "seed", "ablation_min_readout_auroc"),
-            f"{where}: steering",
-        )
-        _number(st["alpha_multiple"], f"{where}: steering.alpha_multiple")
-        if _number(st["random_directions"], f"{where}: steering.random_directions", integer=True) < 16:
-            raise RegistryError(f"{where}: steering.random_directions must be at least 16")
-        _number(st["examples"], f"{where}: steering.examples", integer=True)
-        _number(st["seed"], f"{where}: steering.seed", integer=True, positive=False)
-        if (
-            not 0.5
-            <= _number(st["ablation_min_readout_auroc"], f"{where}: steering.ablation_min_readout_auroc")
-            <= 1
-        ):
-            raise RegistryError(f"{where}: steering.ablation_min_readout_auroc must be in [0.5, 1]")
-        steering = SteeringSettings(
-            alpha_multiple=float(st["alpha_multiple"]),
-            random_directions=int(st["random_directions"]),
-            examples=int(st["examples"]),
-            seed=int(st["seed"]),
-            ablation_min_readout_auroc=float(st["ablation_min_readout_auroc"]),
-        )
+    steering = _steering_settings(data["steering"], where) if data.get("steering") is not None else None
     attack = _attack_settings(data.get("attack"), where) if data.get("attack") is not None else None
     return Protocol(
         id=pid,

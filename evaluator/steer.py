@@ -6,31 +6,44 @@ unit-normalised: û. Adding û raises the probe's score, so +û points to its po
 
 Each task declares a behavioural readout in tasks.yaml (:class:`evaluator.registry.ReadoutSpec`):
 the model reads the readout prompt and r(x) = log P(positive openings) − log P(negative openings)
-of its next token (the first token of each opening; logits from the tied embedding matrix on the
-final hidden state). Its AUROC against the labels is the model's behavioural baseline.
+of its next token (the first token of each opening; logits from the LM head on the final hidden
+state). Interventions act at the probe's layer (a forward hook on the decoder block's output;
+layer 0: the embedding output), at every position. Per task (the protocol's ``steering``
+section; docs/METHODOLOGY.md gives the reasons):
 
-On a seeded, balanced subset of the task's test rows, at the probe's layer (a forward hook on the
-decoder block's output; layer 0: the embedding output), at every position:
+1. **The readout is validated first.** On a seeded, balanced subset of the test rows, the
+   unsteered readout's AUROC against the labels must reach ``min_readout_auroc``; a readout below
+   it is reported with ``judged: false`` and nothing else is run (a readout at chance cannot
+   show steering, and a z against it is noise).
+2. **The strength is chosen on train.** Addition h ← h + α·û with α = m × the median residual
+   norm of the real tokens at the layer, for each m of ``strengths``, on a balanced train subset;
+   the fluency guard measures the steered model's perplexity on plain text (train texts of the
+   ``fluency_task``). The chosen m moves the readout most among those whose perplexity stays
+   within ``max_perplexity_ratio`` × the unsteered one; if none does, the task is not judged.
+3. **Measured on test against random directions.** Addition at the chosen strength (effect: mean
+   of r_steered − r) and ablation h ← h − (h·û)û (effect: AUROC(r) − AUROC(r_ablated)) are
+   repeated along K seeded random unit directions for each seed of ``random_seeds``. The
+   empirical one-sided p-value is (1 + #random effects ≥ the probe's) / (1 + n_random) over all
+   of them; z = (effect − random mean) / random sd (the sd floored at 1e-9 for addition and at
+   one AUROC step for ablation), with its value per seed as the spread. A task's ``utility_z``
+   and ``p_value`` are the addition's (the steering claim). The ablation's are reported beside
+   them, not averaged in: projecting out a random direction changes almost nothing, so its
+   random sd is tiny and the ablation's z is large whenever the direction matters at all (its
+   p-value is the honest measure).
+4. **The prompting baseline.** The task's instruction (an instruction that asks for the positive
+   behaviour) inserted into the readout prompts, the model unsteered: its mean readout change is
+   what asking achieves, beside what the direction achieves.
+5. **The generated-text readout** (tasks whose readout names a judge, such as refusal): a few
+   rows per class are continued greedily, unsteered, with the direction ablated (label-1 rows:
+   does the behaviour go away?) and added at the chosen strength (label-0 rows: does it appear?),
+   and the same along a few random directions; the judge reads each continuation.
 
-- *addition*: h ← h + α·û with α = ``alpha_multiple`` × the median residual norm of the real
-  tokens at that layer (unsteered); effect = mean of r_steered(x) − r(x) (positive: towards the
-  positive behaviour);
-- *ablation*: h ← h − (h·û)û; effect = AUROC(r) − AUROC(r_ablated), the drop of the readout's
-  AUROC.
+``direction_utility`` is the mean task ``utility_z`` over the judged tasks; tasks without a
+readout, or not judged, are n/a, never imputed. The numerics are the protocol's (float32).
 
-Both are repeated along K seeded random unit directions (the same α): ``utility_z`` =
-(effect − random mean) / random sd (the sd floored at 1e-9 for addition and at one AUROC step,
-1/(n_pos·n_neg), for ablation, so that K identical random effects give a finite z). A task's
-``utility_z`` is the mean of the two, or the addition's alone where the unsteered readout's AUROC is
-below the protocol's ``ablation_min_readout_auroc`` (a readout at chance cannot drop; ablation is
-then reported with ``judged: false`` and no ``utility_z``); ``direction_utility`` is the mean over the tasks with a
-readout. Tasks without one are n/a, never imputed. The settings are the protocol's ``steering``
-section (registry/protocols/p1.yaml); the numerics are the protocol's (float32).
-
-Cost: one unsteered pass of the whole model records the residual stream at the probe's layer and
-the later blocks' arguments; the 2 + 2K interventions then replay only the blocks after that layer,
-their edited copies of each batch stacked along the batch dimension (:func:`readouts_batched`), so
-the upper blocks run a few large passes instead of 2 + 2K small ones. Every row attends only to
+Cost: one unsteered pass records the residual stream at the probe's layer and the later blocks'
+arguments; the interventions replay only the blocks after that layer, their edited copies of each
+batch stacked along the batch dimension (:func:`readouts_batched`). Every row attends only to
 itself, so the readouts are those of one replay per intervention.
 
 Pure: no Django; torch is imported inside functions.
@@ -105,8 +118,10 @@ def steer_plan(*, registry: Registry, base_model: str, probe_kind: str, task_ids
         return []
     out = []
     for task_id in task_ids:
-        readout = registry.tasks[task_id].readout if task_id in registry.tasks else None
-        if readout is not None and readout.template_for(spec.family) is not None:
+        task = registry.tasks.get(task_id)
+        if task is None or not task.measured_on(base_model) or task.readout is None:
+            continue
+        if task.readout.template_for(spec.family) is not None:
             out.append(task_id)
     return out
 
@@ -345,17 +360,125 @@ def _ablation(unit: Any) -> Edit:
     return edit
 
 
+# --------------------------------------------------------------------------- edits in a full pass
+
+
+class _EditAt:
+    """A forward hook applying ``edit`` to the residual stream at ``layer`` for full passes
+    (perplexity, generation), where the replay from the layer does not apply."""
+
+    def __init__(self, lm: LoadedModel, layer: int, edit: Edit | None):
+        self.module = lm.embeddings if layer == 0 else lm.blocks[layer - 1]
+        self.edit = edit
+        self.handle: Any = None
+
+    def __enter__(self) -> _EditAt:
+        if self.edit is not None:
+            edit = self.edit
+
+            def hook(mod, args, output):  # noqa: ARG001 - the hook signature
+                if isinstance(output, tuple):
+                    return (edit(output[0]), *output[1:])
+                return edit(output)
+
+            self.handle = self.module.register_forward_hook(hook)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.handle is not None:
+            self.handle.remove()
+
+
+def perplexity(
+    lm: LoadedModel, ids: Sequence[Sequence[int]], *, layer: int, edit: Edit | None = None
+) -> float:
+    """exp of the mean next-token negative log-likelihood over the tokens of ``ids`` (one text
+    at a time, no padding), with ``edit`` applied at ``layer``: the fluency guard."""
+    import torch
+
+    weight = _output_embedding(lm)
+    total, count = 0.0, 0
+    with lm.lock, torch.inference_mode(), _EditAt(lm, layer, edit):
+        for row in ids:
+            x = torch.as_tensor([list(row)], device=lm.device)
+            hidden = lm.model(input_ids=x, use_cache=False).last_hidden_state[0, :-1].float()
+            logp = torch.log_softmax(hidden @ weight.float().T, dim=-1)
+            total -= float(logp.gather(1, x[0, 1:].unsqueeze(1)).sum())
+            count += x.shape[1] - 1
+    return float(np.exp(total / max(count, 1)))
+
+
+def generate(
+    lm: LoadedModel, prompts: Sequence[str], *, layer: int, edit: Edit | None, max_new_tokens: int
+) -> list[str]:
+    """Greedy continuations (decoded, special tokens dropped) of each prompt, one at a time with the
+    key-value cache, ``edit`` applied at ``layer`` to every position, the new tokens included."""
+    import torch
+
+    weight = _output_embedding(lm)
+    eos = lm.tokenizer.eos_token_id
+    out = []
+    with lm.lock, torch.inference_mode(), _EditAt(lm, layer, edit):
+        for prompt in prompts:
+            x = torch.as_tensor(
+                [lm.tokenizer(prompt, add_special_tokens=False)["input_ids"]], device=lm.device
+            )
+            new: list[int] = []
+            past = None
+            for _ in range(max_new_tokens):
+                result = lm.model(input_ids=x, past_key_values=past, use_cache=True)
+                past = result.past_key_values
+                token = int(torch.argmax(result.last_hidden_state[0, -1].float() @ weight.float().T))
+                if token == eos:
+                    break
+                new.append(token)
+                x = torch.as_tensor([[token]], device=lm.device)
+            out.append(str(lm.tokenizer.decode(new, skip_special_tokens=True)))
+    return out
+
+
+@dataclass(frozen=True)
+class Judge:
+    """A judge of generated text: ``judge(continuation)`` over ``max_new_tokens`` greedy tokens."""
+
+    judge: Callable[[str], bool]
+    max_new_tokens: int
+
+
+def _refusal_judge() -> Judge:
+    from evaluator.builders.onpolicy_refusal import MAX_NEW_TOKENS, refused
+
+    return Judge(refused, MAX_NEW_TOKENS)
+
+
+#: the judges a readout may name (``generated:`` in tasks.yaml; evaluator.registry.READOUT_JUDGES),
+#: the same judge and length that label the on-policy refusal task
+JUDGES: dict[str, Callable[[], Judge]] = {"refusal": _refusal_judge}
+
+
 # --------------------------------------------------------------------------- one task
 
 
-def _zscore(effect: float, randoms: np.ndarray, floor: float) -> dict[str, Any]:
+def empirical_p(effect: float, randoms: np.ndarray) -> float:
+    """One-sided: (1 + #random effects ≥ effect) / (1 + #random), never 0."""
+    return float((1 + int(np.sum(randoms >= effect))) / (1 + randoms.size))
+
+
+def _against_random(effect: float, pools: Sequence[np.ndarray], floor: float) -> dict[str, Any]:
+    """The probe's effect against the random directions: pooled z and p-value, and z per seed."""
+    randoms = np.concatenate(pools)
     mean, sd = float(randoms.mean()), float(randoms.std(ddof=1))
+    per_seed = [(float(effect) - float(p.mean())) / max(float(p.std(ddof=1)), floor) for p in pools]
     return {
         "effect": float(effect),
         "random_mean": mean,
         "random_sd": sd,
         "sd_floor": floor,
+        "n_random": int(randoms.size),
+        "p_value": empirical_p(effect, randoms),
         "utility_z": (float(effect) - mean) / max(sd, floor),
+        "z_by_seed": per_seed,
+        "z_spread": float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else 0.0,
         "random_effects": [float(x) for x in randoms],
     }
 
@@ -371,6 +494,193 @@ def steer_subset(labels: np.ndarray, ids: Sequence[str], *, task_id: str, n: int
     return transfer_subset(rows, n, seed)
 
 
+@dataclass
+class _Readout:
+    """The readout prompts of a balanced subset of one split, and the unsteered pass over them."""
+
+    chosen: list[int]
+    labels: np.ndarray
+    texts: list[str]
+    prompts: list[str]
+    ids: list[str]
+    prefix: Prefix
+
+
+def _readout_rows(
+    lm: LoadedModel,
+    task: TaskSpec,
+    *,
+    registry: Registry,
+    split: str,
+    n: int,
+    seed: int,
+    template: str,
+    tokens: ReadoutTokens,
+    layer: int,
+    config: HarvestConfig,
+) -> _Readout:
+    from evaluator.activations import read_split, render
+
+    rows = read_split(registry, task.id, split, model=lm.id if task.on_policy else None)
+    chosen = steer_subset(rows.labels, rows.ids, task_id=task.id, n=n, seed=seed)
+    labels = rows.labels[chosen]
+    if labels.min() == labels.max():
+        raise EvaluatorError(f"{task.id}: the steering subset of {split} needs both classes")
+    texts = [rows.texts[i] for i in chosen]
+    prompts = [render(template, t) for t in texts]
+    prefix = readout_prefix(lm, _encode(lm, prompts, config), layer=layer, tokens=tokens)
+    return _Readout(chosen, labels, texts, prompts, [rows.ids[i] for i in chosen], prefix)
+
+
+def fluency_ids(lm: LoadedModel, registry: Registry, settings: SteeringSettings) -> list[list[int]]:
+    """The fluency text: ``fluency_examples`` train texts of ``fluency_task`` (the first by the
+    seeded SHA-256 ranking), as plain text, each cut to ``fluency_tokens`` tokens."""
+    from evaluator.activations import read_split
+
+    rows = read_split(registry, settings.fluency_task, "train")
+    chosen = steer_subset(
+        rows.labels, rows.ids, task_id=settings.fluency_task, n=settings.fluency_examples, seed=settings.seed
+    )
+    ids = [
+        lm.tokenizer(rows.texts[i], add_special_tokens=False)["input_ids"][: settings.fluency_tokens]
+        for i in chosen
+    ]
+    return [x for x in ids if len(x) >= 2]
+
+
+def choose_strength(
+    lm: LoadedModel,
+    sweep: _Readout,
+    *,
+    u: np.ndarray,
+    layer: int,
+    tokens: ReadoutTokens,
+    settings: SteeringSettings,
+    fluency: Sequence[Sequence[int]],
+) -> dict[str, Any]:
+    """The strength sweep on train with the fluency guard: per multiple m, the readout's mean
+    change and the perplexity ratio; ``chosen``: the m that moves the readout most among those
+    within the guard (None when every m breaks the model)."""
+    import torch
+
+    median_norm = float(np.median(sweep.prefix.norms))
+    as_t = lambda v: torch.as_tensor(v, dtype=torch.float32, device=lm.device)  # noqa: E731
+    edits = [_addition(as_t(m * median_norm * u)) for m in settings.strengths]
+    r = readouts_batched(lm, sweep.prefix, tokens=tokens, edits=edits)
+    effects = (r - sweep.prefix.base).mean(axis=1)
+    base_ppl = perplexity(lm, fluency, layer=layer)
+    rows = []
+    for m, effect, edit in zip(settings.strengths, effects, edits, strict=True):
+        ppl = perplexity(lm, fluency, layer=layer, edit=edit)
+        ratio = ppl / base_ppl
+        rows.append(
+            {
+                "multiple": m,
+                "effect": float(effect),
+                "perplexity": ppl,
+                "perplexity_ratio": ratio,
+                "fluent": bool(ratio <= settings.max_perplexity_ratio),
+            }
+        )
+    fluent = [row for row in rows if row["fluent"]]
+    chosen = max(fluent, key=lambda row: row["effect"]) if fluent else None
+    return {
+        "split": "train",
+        "n": int(sweep.labels.size),
+        "median_norm": median_norm,
+        "perplexity_base": base_ppl,
+        "max_perplexity_ratio": settings.max_perplexity_ratio,
+        "sweep": rows,
+        "chosen": chosen,
+    }
+
+
+def prompt_baseline(
+    lm: LoadedModel, readout: _Readout, task: TaskSpec, *, tokens: ReadoutTokens, config: HarvestConfig
+) -> dict[str, Any] | None:
+    """The readout's mean change when the task's instruction is inserted (unsteered), or None when
+    the task declares no instruction."""
+    spec = task.readout
+    if spec is None or not spec.instruction:
+        return None
+    try:
+        prompts = [spec.prompted(p, t) for p, t in zip(readout.prompts, readout.texts, strict=True)]
+    except ValueError as exc:
+        raise EvaluatorError(f"{task.id}: readout.instruction: {exc}") from exc
+    prompted = readout_prefix(lm, _encode(lm, prompts, config), layer=0, tokens=tokens).base
+    return {
+        "instruction": spec.instruction,
+        "effect": float(np.mean(prompted - readout.prefix.base)),
+    }
+
+
+def generated_readout(
+    lm: LoadedModel,
+    readout: _Readout,
+    task: TaskSpec,
+    *,
+    u: np.ndarray,
+    alpha: float,
+    layer: int,
+    settings: SteeringSettings,
+    randoms: np.ndarray,
+) -> dict[str, Any] | None:
+    """The judge of the generated text on ``generation_examples`` rows per class (the first of the
+    test subset): the rate among label-1 rows unsteered and with the direction ablated, among
+    label-0 rows unsteered and with it added at ``alpha``; the same interventions along the first
+    ``generation_random`` random directions. None when the readout names no judge."""
+    import torch
+
+    spec = task.readout
+    if spec is None or not spec.generated:
+        return None
+    judge = JUDGES[spec.generated]()
+    max_new = judge.max_new_tokens
+    k = settings.generation_examples
+    pos = [p for p, y in zip(readout.prompts, readout.labels, strict=True) if y == 1][:k]
+    neg = [p for p, y in zip(readout.prompts, readout.labels, strict=True) if y == 0][:k]
+    as_t = lambda v: torch.as_tensor(v, dtype=torch.float32, device=lm.device)  # noqa: E731
+
+    def rate(prompts: list[str], edit: Edit | None) -> tuple[float, list[str]]:
+        texts = generate(lm, prompts, layer=layer, edit=edit, max_new_tokens=max_new)
+        return float(np.mean([judge.judge(t) for t in texts])), texts
+
+    base_pos, base_pos_texts = rate(pos, None)
+    base_neg, _ = rate(neg, None)
+    ablated, ablated_texts = rate(pos, _ablation(as_t(u)))
+    added, added_texts = rate(neg, _addition(as_t(alpha * u)))
+    random_ablated = [rate(pos, _ablation(as_t(d)))[0] for d in randoms]
+    random_added = [rate(neg, _addition(as_t(alpha * d)))[0] for d in randoms]
+    return {
+        "judge": spec.generated,
+        "max_new_tokens": max_new,
+        "n_positive": len(pos),
+        "n_negative": len(neg),
+        "positive_rate": base_pos,
+        "positive_rate_ablated": ablated,
+        "random_ablated": random_ablated,
+        "negative_rate": base_neg,
+        "negative_rate_added": added,
+        "random_added": random_added,
+        "examples": {
+            "unsteered": base_pos_texts[:3],
+            "ablated": ablated_texts[:3],
+            "added": added_texts[:3],
+        },
+    }
+
+
+def _not_judged(task: TaskSpec, reason: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "task": task.id,
+        "judged": False,
+        "reason": reason,
+        "utility_z": None,
+        "p_value": None,
+        "n_random": 0,
+    } | extra
+
+
 def steer_task(
     probe: Probe,
     lm: LoadedModel,
@@ -381,15 +691,13 @@ def steer_task(
     config: HarvestConfig,
     n: int | None = None,
     progress: Progress | None = None,
-    batched: bool = True,
 ) -> dict[str, Any]:
-    """The readout, addition and ablation of ``probe``'s direction on one task (a JSON dict).
-    A task without a readout (for this model's family) gives ``readout: None`` and the reason.
-    ``batched``: the interventions are replayed stacked (:func:`readouts_batched`); False: one
-    replay each (the same numbers, slower)."""
+    """Direction utility of ``probe`` on one task (a JSON dict; see the module docstring). A task
+    without a readout for this model's family gives ``readout: None`` and the reason; a readout
+    that fails its validation, or a direction that breaks fluency at every strength, gives
+    ``judged: False`` and the reason."""
     import torch
 
-    from evaluator.activations import read_split, render
     from evaluator.metrics import auroc
 
     progress = progress or no_progress
@@ -402,91 +710,143 @@ def steer_task(
     if template is None:
         reason = f"the task's readout has no template for the {family} model family"
         return {"task": task.id, "readout": None, "reason": reason, "utility_z": None}
-    rows = read_split(registry, task.id, "test")
-    chosen = steer_subset(
-        rows.labels, rows.ids, task_id=task.id, n=n or settings.examples, seed=settings.seed
-    )
-    labels = rows.labels[chosen]
-    n_pos, n_neg = int(labels.sum()), int((labels == 0).sum())
-    if n_pos == 0 or n_neg == 0:
-        raise EvaluatorError(f"{task.id}: the steering subset needs both classes")
-    encoded = _encode(lm, [render(template, rows.texts[i]) for i in chosen], config)
     tokens = readout_tokens(lm, positive=task.readout.positive, negative=task.readout.negative)
-    layer, k = probe.layer, settings.random_directions
-    steps = 3 + 2 * k
+    layer = probe.layer
+    common = {"template_family": family, "tokens": tokens.to_dict(), "layer": layer}
 
-    prefix = readout_prefix(lm, encoded, layer=layer, tokens=tokens)
-    base = prefix.base
-    base_auroc = auroc(base, labels)
-    median_norm = float(np.median(prefix.norms))
-    alpha = settings.alpha_multiple * median_norm
-    progress(1 / steps, "steer readout")
-
-    as_t = lambda v: torch.as_tensor(v, dtype=torch.float32, device=lm.device)  # noqa: E731
-    u = unit_direction(probe)
-    randoms = random_directions(lm.d_model, k=k, seed=settings.seed)
-
-    def add_effect(direction: np.ndarray) -> float:
-        r = readouts(lm, prefix, tokens=tokens, edit=_addition(as_t(alpha * direction)))
-        return float(np.mean(r - base))
-
-    def ablate_effect(direction: np.ndarray) -> tuple[float, float]:
-        r = readouts(lm, prefix, tokens=tokens, edit=_ablation(as_t(direction)))
-        after = auroc(r, labels)
-        return base_auroc - after, after
-
-    if batched:  # the 2 + 2K interventions, stacked into as few replays as fit
-        directions = [u, *randoms]
-        edits = [_addition(as_t(alpha * d)) for d in directions] + [_ablation(as_t(d)) for d in directions]
-        r = readouts_batched(
-            lm, prefix, tokens=tokens, edits=edits, progress=sub_progress(progress, 1 / steps, 1.0)
+    test = _readout_rows(
+        lm,
+        task,
+        registry=registry,
+        split="test",
+        n=n or settings.examples,
+        seed=settings.seed,
+        template=template,
+        tokens=tokens,
+        layer=layer,
+        config=config,
+    )
+    base_auroc = auroc(test.prefix.base, test.labels)
+    readout = {
+        "auroc": base_auroc,
+        "mean": float(test.prefix.base.mean()),
+        "n": int(test.labels.size),
+        "n_pos": int(test.labels.sum()),
+        "n_neg": int((test.labels == 0).sum()),
+        "min_auroc": settings.min_readout_auroc,
+        "valid": bool(base_auroc >= settings.min_readout_auroc),
+    } | common
+    timings = {"readout": time.perf_counter() - start}
+    head = {"readout": readout, "readout_auroc": base_auroc, "example_ids": test.ids, "timings": timings}
+    progress(0.1, "steer readout")
+    if not readout["valid"]:
+        reason = (
+            f"the readout's AUROC against the labels is {base_auroc:.3f}, below {settings.min_readout_auroc:g}:"
+            " it does not read the behaviour, so no steering is judged against it"
         )
-        adds = (r[: k + 1] - base).mean(axis=1)
-        after = np.array([auroc(row, labels) for row in r[k + 1 :]])
-        add, add_random = float(adds[0]), adds[1:]
-        drop, auroc_after = float(base_auroc - after[0]), float(after[0])
-        drop_random = base_auroc - after[1:]
-    else:  # one replay per intervention (the path before batching, kept to compare with)
-        add = add_effect(u)
-        drop, auroc_after = ablate_effect(u)
-        add_random, drop_random = np.empty(k), np.empty(k)
-        for i, direction in enumerate(randoms):
-            add_random[i] = add_effect(direction)
-            drop_random[i] = ablate_effect(direction)[0]
-            progress((3 + 2 * i) / steps, "steer random directions")
-    addition = _zscore(add, add_random, ADDITION_SD_FLOOR) | {
+        return _not_judged(task, reason, **head, seconds=time.perf_counter() - start)
+
+    u = unit_direction(probe)
+    sweep_rows = _readout_rows(
+        lm,
+        task,
+        registry=registry,
+        split="train",
+        n=settings.sweep_examples,
+        seed=settings.seed,
+        template=template,
+        tokens=tokens,
+        layer=layer,
+        config=config,
+    )
+    strength = choose_strength(
+        lm,
+        sweep_rows,
+        u=u,
+        layer=layer,
+        tokens=tokens,
+        settings=settings,
+        fluency=fluency_ids(lm, registry, settings),
+    )
+    timings["sweep"] = time.perf_counter() - start - sum(timings.values())
+    progress(0.3, "steer strength sweep")
+    baseline = prompt_baseline(lm, test, task, tokens=tokens, config=config)
+    timings["prompt_baseline"] = time.perf_counter() - start - sum(timings.values())
+    chosen = strength["chosen"]
+    head |= {
+        "sweep": strength,
+        "strength": None if chosen is None else chosen["multiple"],
+        "fluency": {
+            "perplexity_base": strength["perplexity_base"],
+            "perplexity_steered": None if chosen is None else chosen["perplexity"],
+            "ratio": None if chosen is None else chosen["perplexity_ratio"],
+            "max_ratio": settings.max_perplexity_ratio,
+        },
+        "prompt_baseline": baseline,
+    }
+    if chosen is None:
+        reason = (
+            f"every swept strength raises the perplexity on the fluency text above"
+            f" {settings.max_perplexity_ratio:g}× the unsteered one: the push breaks the model"
+        )
+        return _not_judged(task, reason, **head, seconds=time.perf_counter() - start)
+
+    multiple = chosen["multiple"]
+    median_norm = float(np.median(test.prefix.norms))
+    alpha = multiple * median_norm
+    as_t = lambda v: torch.as_tensor(v, dtype=torch.float32, device=lm.device)  # noqa: E731
+    pools = [
+        random_directions(lm.d_model, k=settings.random_directions, seed=s) for s in settings.random_seeds
+    ]
+    directions = [u, *np.concatenate(pools)]
+    edits = [_addition(as_t(alpha * d)) for d in directions] + [_ablation(as_t(d)) for d in directions]
+    r = readouts_batched(
+        lm, test.prefix, tokens=tokens, edits=edits, progress=sub_progress(progress, 0.3, 0.85)
+    )
+    k_all = len(directions)
+    adds = (r[:k_all] - test.prefix.base).mean(axis=1)
+    after = np.array([auroc(row, test.labels) for row in r[k_all:]])
+    drops = base_auroc - after
+    split = lambda values: np.split(values, len(pools))  # noqa: E731
+    addition = _against_random(float(adds[0]), split(adds[1:]), ADDITION_SD_FLOOR) | {
         "alpha": alpha,
-        "alpha_multiple": settings.alpha_multiple,
+        "multiple": multiple,
         "median_norm": median_norm,
     }
-    ablation = _zscore(drop, drop_random, 1.0 / (n_pos * n_neg)) | {
+    timings["interventions"] = time.perf_counter() - start - sum(timings.values())
+    n_pos, n_neg = int(test.labels.sum()), int((test.labels == 0).sum())
+    step = 1.0 / (n_pos * n_neg)
+    ablation = _against_random(float(drops[0]), split(drops[1:]), step) | {
         "auroc_before": base_auroc,
-        "auroc_after": auroc_after,
-        "judged": base_auroc >= settings.ablation_min_readout_auroc,
+        "auroc_after": float(after[0]),
     }
-    if not ablation["judged"]:
-        ablation["reason"] = (
-            f"readout AUROC {base_auroc:.3f} below {settings.ablation_min_readout_auroc:g}: nothing to drop"
+    generated = generated_readout(
+        lm,
+        test,
+        task,
+        u=u,
+        alpha=alpha,
+        layer=layer,
+        settings=settings,
+        randoms=pools[0][: settings.generation_random],
+    )
+    timings["generated"] = time.perf_counter() - start - sum(timings.values())
+    if baseline is not None:
+        baseline["direction_over_prompt"] = (
+            addition["effect"] / baseline["effect"] if baseline["effect"] > 0 else None
         )
-        ablation["utility_z"] = None
-    judged = [z for z in (addition["utility_z"], ablation["utility_z"]) if z is not None]
     progress(1.0, "steer")
     return {
         "task": task.id,
-        "readout": {
-            "auroc": base_auroc,
-            "mean": float(base.mean()),
-            "template_family": family,
-            "tokens": tokens.to_dict(),
-            "n": len(chosen),
-            "n_pos": n_pos,
-            "n_neg": n_neg,
-        },
+        "judged": True,
+        **head,
         "addition": addition,
         "ablation": ablation,
-        "utility_z": sum(judged) / len(judged),
+        "generated": generated,
+        "utility_z": addition["utility_z"],
+        "p_value": addition["p_value"],
+        "n_random": addition["n_random"],
         "layer": layer,
-        "example_ids": [rows.ids[i] for i in chosen],
         "seconds": time.perf_counter() - start,
     }
 
@@ -495,9 +855,16 @@ def steer_task(
 
 
 def direction_utility(task_results: Sequence[dict[str, Any]]) -> float | None:
-    """The mean task ``utility_z`` over the tasks with a readout; None when no task has one."""
+    """The mean task ``utility_z`` over the judged tasks; None when no task is judged."""
     zs = [r["utility_z"] for r in task_results if r.get("utility_z") is not None]
     return float(np.mean(zs)) if zs else None
+
+
+def settings_dict(settings: SteeringSettings, n: int | None = None) -> dict[str, Any]:
+    """The steering settings a result was measured under (stored beside it)."""
+    from dataclasses import asdict
+
+    return asdict(settings) | {"examples": n or settings.examples}
 
 
 def steer_probe(
@@ -511,14 +878,13 @@ def steer_probe(
     protocol: Protocol | None = None,
     load: Callable[[str], LoadedModel] | None = None,
     progress: Progress | None = None,
-    batched: bool = True,
 ) -> dict[str, Any]:
-    """Direction utility of one probe on its category's active tasks (or ``tasks``), as JSON.
+    """Direction utility of one probe on its category's active tasks measured on its base model
+    (or ``tasks``), as JSON.
 
     Measured under ``protocol`` (default: the registry's current one; its ``steering`` section
     and its float32 numerics). An ineligible probe (MLP, encoder) gives ``eligible: False`` and the
     reason, with no per-task numbers. ``load(model_id)``: a worker's keeper of loaded models.
-    ``batched``: see :func:`steer_task`.
     """
     from evaluator.activations import HarvestConfig
     from evaluator.models import load_model
@@ -534,16 +900,15 @@ def steer_probe(
             f"protocol {protocol.id} has no steering section; direction utility is not measured"
         )
     settings = protocol.steering
-    task_ids = list(tasks) if tasks else [t.id for t in registry.active_tasks(probe.metadata.category)]
+    task_ids = (
+        list(tasks)
+        if tasks
+        else [t.id for t in registry.active_tasks(probe.metadata.category) if t.measured_on(probe.base_model)]
+    )
     head = {
         "probe": {"name": probe.metadata.name, "base_model": probe.base_model, "layer": probe.layer},
         "protocol": protocol.id,
-        "settings": {
-            "alpha_multiple": settings.alpha_multiple,
-            "random_directions": settings.random_directions,
-            "examples": n or settings.examples,
-            "seed": settings.seed,
-        },
+        "settings": settings_dict(settings, n),
     }
     reason = steer_ineligibility(probe, registry=registry)
     if reason is not None:
@@ -569,7 +934,6 @@ def steer_probe(
                 config=config,
                 n=n,
                 progress=sub_progress(progress, i / len(task_ids), (i + 1) / len(task_ids), f"{task_id} "),
-                batched=batched,
             )
         )
     return jsonable(

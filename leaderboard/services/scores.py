@@ -73,9 +73,10 @@ def _licenses() -> dict[str, LicenseSpec]:
 
 def steer_summary(runs: list[EvaluationRun]) -> dict[str, Any]:
     """Direction utility folded into the stored measurements (beside the ProbeScore, never in
-    it): ``direction_utility`` (mean task utility_z; None when no steer run succeeded) and
-    ``steer``: per task the readout AUROC and each intervention's effect against the random
-    spread (the full steer JSON stays on the run)."""
+    it): ``direction_utility`` (mean utility_z over the judged tasks; None when none is) and
+    ``steer``: per task the readout's validation, the chosen strength and its fluency, each
+    intervention's effect against the random directions, the prompting baseline and the
+    generated-text readout (the full steer JSON stays on the run)."""
     from evaluator.steer import direction_utility
 
     tasks = {}
@@ -83,16 +84,33 @@ def steer_summary(runs: list[EvaluationRun]) -> dict[str, Any]:
         result = (run.metrics or {}).get("steer") if run.status == Run.Status.SUCCEEDED else None
         if not result or result.get("readout") is None:
             continue
+        baseline = result.get("prompt_baseline") or {}
         tasks[run.task_id] = {
-            "utility_z": result["utility_z"],
+            "judged": bool(result.get("judged")),
+            "reason": result.get("reason", ""),
+            "utility_z": result.get("utility_z"),
+            "p_value": result.get("p_value"),
             "readout_auroc": result["readout"]["auroc"],
             "n": result["readout"]["n"],
+            "strength": result.get("strength"),
+            "perplexity_ratio": (result.get("fluency") or {}).get("ratio"),
+            "prompt_effect": baseline.get("effect"),
+            "generated": result.get("generated"),
             **{
                 kind: {
                     k: result[kind].get(k)
-                    for k in ("effect", "random_mean", "random_sd", "utility_z", "random_effects", "reason")
+                    for k in (
+                        "effect",
+                        "random_mean",
+                        "random_sd",
+                        "utility_z",
+                        "p_value",
+                        "z_spread",
+                        "random_effects",
+                    )
                 }
                 for kind in ("addition", "ablation")
+                if result.get(kind)
             },
         }
     return {"direction_utility": direction_utility(list(tasks.values())), "steer": tasks}

@@ -225,12 +225,13 @@ def _history_points(history) -> list[dict]:
 def _steer_charts(measurements: dict) -> dict:
     """Direction utility on the probe page: each intervention's effect against the random spread."""
     steer = measurements.get("steer") or {}
-    if not steer:
+    if not any(r.get("judged") for r in steer.values()):
         return {"steer_addition": None, "steer_ablation": None}
     rows = {
         kind: [
             (task, r[kind]["effect"], r[kind].get("random_effects") or [])
             for task, r in sorted(steer.items())
+            if r.get(kind)
         ]
         for kind in ("addition", "ablation")
     }

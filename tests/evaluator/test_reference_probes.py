@@ -126,10 +126,14 @@ def test_probe_json_is_exactly_the_submission_metadata(entries, real_registry):
 
 
 @pytest.mark.django_db
-def test_probe_json_passes_the_submission_validation(entries, real_registry, registry):
-    """What the web pipeline runs on every upload (leaderboard.validation.metadata_validate)."""
+def test_probe_json_passes_the_submission_validation(entries, real_registry, settings):
+    """What the web pipeline runs on every upload (leaderboard.validation.metadata_validate), with
+    every base model turned on (a model loaded on request is accepted only where it runs)."""
+    from leaderboard.registry_sync import registry_sync
     from leaderboard.validation import metadata_validate
 
+    settings.ENABLED_MODELS = sorted(real_registry.models)
+    registry_sync(verify_hashes=False)
     for entry in entries:
         meta = json.loads((entry.directory(real_registry.root) / METADATA_NAME).read_text(encoding="utf-8"))
         clean = metadata_validate(meta)

@@ -42,24 +42,34 @@ def test_a_new_submission_gets_its_steer_run_and_the_column_shows_a_number(
     assert run.status == EvaluationRun.Status.SUCCEEDED, run.error
     assert run.protocol == "p1" and run.worker_host
     result = run.metrics["steer"]
-    assert len(result["addition"]["random_effects"]) == 16 and result["readout"]["n"] == 32
+    assert result["readout"]["n"] == 32 and 0.0 <= result["readout_auroc"] <= 1.0
 
     score = Score.objects.get(probe_version__submission=sub, spec_id="v0.0.1")
     utility = score.measurements["direction_utility"]
-    assert isinstance(utility, float)
-    assert utility == pytest.approx(direction_utility([result]))
-    assert score.measurements["steer"]["cities-truth-v1"]["utility_z"] == pytest.approx(result["utility_z"])
+    stored = score.measurements["steer"]["cities-truth-v1"]
+    assert stored["judged"] is result["judged"] and stored["readout_auroc"] == pytest.approx(
+        result["readout_auroc"]
+    )
     assert "direction_utility" not in score.components  # beside the ProbeScore, not in it
+    if result["judged"]:
+        assert result["n_random"] >= 64 and isinstance(utility, float)
+        assert utility == pytest.approx(direction_utility([result]))
+    else:  # SmolLM2's truth readout near chance: shown as not judged, the column n/a
+        assert utility is None and "does not read the behaviour" in stored["reason"]
 
     client = Client()
     page = client.get("/category/hallucination/?sort=utility").content.decode()
     assert "Dir. utility" in page
-    assert '<td class="num utility" title="' in page and f"{utility:.3f}</td>" in page
     probe_page = client.get(f"/probes/{score.probe_version.probe.slug}/").content.decode()
-    assert "Direction utility" in probe_page and "Addition: change of the readout" in probe_page
-
+    assert "Direction utility" in probe_page
     rows = client.get("/api/v1/leaderboard?category=hallucination").json()["results"]
-    assert rows[0]["direction_utility"] == pytest.approx(utility)
     exported = client.get("/api/v1/leaderboard.csv?category=hallucination").content.decode()
     [record] = list(csv.DictReader(io.StringIO(exported)))
-    assert float(record["direction_utility"]) == pytest.approx(utility)
+    if utility is None:
+        assert "not judged: the readout" in probe_page
+        assert rows[0]["direction_utility"] is None and record["direction_utility"] == ""
+    else:
+        assert '<td class="num utility" title="' in page and f"{utility:.3f}</td>" in page
+        assert "Addition: change of the readout" in probe_page
+        assert rows[0]["direction_utility"] == pytest.approx(utility)
+        assert float(record["direction_utility"]) == pytest.approx(utility)

@@ -37,9 +37,12 @@ def reference_set(registry, settings, tmp_path):
     """Every reference probe of the manifest submitted as the demo does, the eval-awareness ones
     first and marked scored, so the others' reference runs are planned too. No run executes."""
     from leaderboard.management.commands.install_reference_probes import submit_entries, system_user
+    from leaderboard.registry_sync import registry_sync
 
     settings.DATA_DIR = tmp_path
     settings.ARTIFACT_ROOT = tmp_path / "artifacts"
+    settings.ENABLED_MODELS = sorted(load_registry().models)  # the models loaded on request too
+    registry_sync(verify_hashes=False)
     system_user()
     entries = _entries()
     first = [e for e in entries if e.get("role") == EVAL_AWARENESS]
