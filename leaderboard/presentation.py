@@ -293,15 +293,18 @@ COLUMN_HELP: dict[str, dict[str, str]] = {
     },
     "utility": {
         "label": "Direction utility",
-        "what": "does the probe's direction steer the model? Adding (and projecting out) the probe's direction "
-        "at its layer changes a behavioural readout; the effect is compared with the same intervention "
-        "along random directions: z = (effect − mean of the random effects) / their standard deviation, "
-        "mean over the tasks that have a readout (the probe page shows each task's effects)",
+        "what": "does the probe's direction steer the model? Where a task's behavioural readout tracks its "
+        "labels (AUROC at least the protocol's threshold), the probe's direction is added at its layer, at a "
+        "strength chosen on train that keeps the model fluent, and the readout's change is compared with the "
+        "same push along random directions: z = (effect − mean of the random effects) / their standard "
+        "deviation, mean over the judged tasks (the probe page shows each task's p-value, the ablation, the "
+        "prompting baseline and the reasons a task is not judged)",
         "unit": "a z-score (standard deviations of the random directions' effects)",
         "range": "unbounded; positive: steers more than a random direction",
         "interval": "none: no interval is stored for it",
         "zero": "0: the probe's direction steers no more than a random one",
-        "top": "no ceiling; n/a: not measured (no readout task, not a linear probe, or not a decoder model)",
+        "top": "no ceiling; n/a: not measured (no readout task, not a linear probe, not a decoder model, or no"
+        " readout that tracks its labels)",
         "score": "not part of the ProbeScore (shown beside it)",
     },
     "stress": {

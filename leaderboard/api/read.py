@@ -214,8 +214,10 @@ class LeaderboardRowOutput(serializers.Serializer):
     rank_delta_quarter = serializers.CharField(allow_blank=True, help_text="the cycle rank_delta is from")
     direction_utility = serializers.FloatField(
         allow_null=True,
-        help_text="does the probe's direction steer the model's behavioural readout: mean over readout"
-        " tasks of (effect − random mean)/random sd; null where not measured; not part of the ProbeScore",
+        help_text="does the probe's direction steer the model's behavioural readout: mean over the judged"
+        " tasks (readout valid against the labels) of the addition's (effect − random mean)/random sd at"
+        " the strength chosen on train; null where not measured or no task is judged; not part of the"
+        " ProbeScore",
     )
     stress_auroc = serializers.FloatField(
         allow_null=True,

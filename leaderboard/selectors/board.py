@@ -89,7 +89,7 @@ RECALL_KEY = "recall_at_1pct_fpr"
 #: the task's bag-of-words AUROC on the same rows (services.scores)
 LIFT_KEY, LIFT_CI_KEY = LIFT_OVER_TEXT_KEY, LIFT_OVER_TEXT_CI_KEY
 #: direction utility (evaluator.steer, not part of the ProbeScore): Score.measurements key of the
-#: mean over readout tasks of utility_z; absent or null where it was not measured (n/a)
+#: mean over the judged readout tasks of utility_z; absent or null where it was not measured (n/a)
 UTILITY_KEY = "direction_utility"
 #: stress (evaluator.stress, not part of the ProbeScore): Score.measurements key of the mean over
 #: tasks of the worst stress transform's AUROC; absent or null where not measured (n/a)
