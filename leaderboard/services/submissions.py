@@ -289,31 +289,36 @@ def submission_secondary_refresh(*, submission: Submission) -> bool:
     Score from the stored results (no model), so transfer, reproduction and steering appear as they
     are measured; then its progress and step say how many runs are left (progress 1.0 only once
     the Score is final). Idempotent (nothing newer: nothing done). Returns whether it rescored."""
-    if submission.status != Submission.Status.SCORED:
-        return False
-    runs = list(submission_runs(submission))
-    computed_at = (
-        Score.objects.filter(probe_version_id=submission.probe_version_id)
-        .order_by("-computed_at")
-        .values_list("computed_at", flat=True)
-        .first()
-    )
-    finished = [r.finished_at for r in runs if r.kind not in PRIMARY_RUN_KINDS and r.finished_at]
-    if computed_at is None or not finished or max(finished) <= computed_at:
-        return False
-    rescored = True
-    try:
-        with transaction.atomic():
-            submission_score(submission=submission, runs=runs, first=False)
-    except EvaluatorError as exc:  # the Score stays as it was, with the axis pending
-        log.warning("rescoring submission %s after a secondary run failed: %s", submission.pk, exc)
+    # One refresh at a time per submission (a row lock): two workers finishing its last two
+    # secondary runs at once must not each read the other's run as still pending, which would
+    # leave the step at "1 pending" for ever. The run statuses are read under the lock, and the
+    # step is rewritten from them even when nothing needs rescoring.
+    with transaction.atomic():
+        locked = Submission.objects.select_for_update().filter(pk=submission.pk).first()
+        if locked is None or locked.status != Submission.Status.SCORED:
+            return False
+        runs = list(submission_runs(locked))
+        computed_at = (
+            Score.objects.filter(probe_version_id=locked.probe_version_id)
+            .order_by("-computed_at")
+            .values_list("computed_at", flat=True)
+            .first()
+        )
+        finished = [r.finished_at for r in runs if r.kind not in PRIMARY_RUN_KINDS and r.finished_at]
         rescored = False
-    pending = sum(r.status not in TERMINAL for r in runs)
-    Submission.objects.filter(pk=submission.pk).update(
-        step=f"scored; {pending} secondary run(s) pending" if pending else SETTLED_STEP,
-        progress=_settled_fraction(runs),
-        updated_at=timezone.now(),
-    )
+        if computed_at is not None and finished and max(finished) > computed_at:
+            try:
+                with transaction.atomic():
+                    submission_score(submission=locked, runs=runs, first=False)
+                rescored = True
+            except EvaluatorError as exc:  # the Score stays as it was, with the axis pending
+                log.warning("rescoring submission %s after a secondary run failed: %s", locked.pk, exc)
+        pending = sum(r.status not in TERMINAL for r in runs)
+        Submission.objects.filter(pk=locked.pk).update(
+            step=f"scored; {pending} secondary run(s) pending" if pending else SETTLED_STEP,
+            progress=_settled_fraction(runs),
+            updated_at=timezone.now(),
+        )
     return rescored
 
 
