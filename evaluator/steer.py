@@ -607,7 +607,8 @@ def prompt_baseline(
         prompts = [spec.prompted(p, t) for p, t in zip(readout.prompts, readout.texts, strict=True)]
     except ValueError as exc:
         raise EvaluatorError(f"{task.id}: readout.instruction: {exc}") from exc
-    prompted = readout_prefix(lm, _encode(lm, prompts, config), layer=0, tokens=tokens).base
+    # at the last layer: nothing after it is recorded for replay (the readout is the same at any layer)
+    prompted = readout_prefix(lm, _encode(lm, prompts, config), layer=lm.n_layers, tokens=tokens).base
     return {
         "instruction": spec.instruction,
         "effect": float(np.mean(prompted - readout.prefix.base)),
