@@ -232,6 +232,12 @@ def _steer_args(p: argparse.ArgumentParser) -> None:
         "--n", type=int, default=None, help="test rows per task (default: the protocol's steering.examples)"
     )
     p.add_argument("--device", default=None, help="cpu | cuda (default: CUDA when available)")
+    p.add_argument(
+        "--ignore-work-limit",
+        action="store_true",
+        help="measure a task whose test interventions exceed the protocol's steering.max_intervention_teramacs"
+        " (the result then names no protocol: not a board number)",
+    )
     cache_registry_json_args(p)
 
 
@@ -252,6 +258,7 @@ def run_steer(args: argparse.Namespace) -> dict:
         tasks=[t for t in args.tasks.split(",") if t] if args.tasks else None,
         n=args.n,
         device=args.device,
+        ignore_work_limit=args.ignore_work_limit,
     )
 
 

@@ -367,6 +367,10 @@ class SteeringSettings:
     min_readout_auroc: float
     generation_examples: int  # rows per class of the generated-text readout
     generation_random: int  # random directions the generated-text readout is compared with
+    #: the most work the test interventions may take, in 10^12 multiply-accumulates of the replayed
+    #: blocks' weights (evaluator.steer.intervention_work): a task above it is not judged, so that
+    #: no steer run can hold a worker for hours; a function of the artifact, data and protocol
+    max_intervention_teramacs: float
 
 
 @dataclass(frozen=True)
@@ -1000,9 +1004,9 @@ def load_weights_specs(directory: Path) -> dict[str, WeightsSpec]:
 
 
 def _number(value: Any, where: str, *, integer: bool = False, positive: bool = True) -> Any:
-    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float)) and math.isfinite(value)
     if isinstance(value, bool) or not ok or (positive and value <= 0) or (not positive and value < 0):
-        kind = "integer" if integer else "number"
+        kind = "integer" if integer else "finite number"
         raise RegistryError(
             f"{where} must be a {'positive' if positive else 'non-negative'} {kind}, got {value!r}"
         )
@@ -1024,6 +1028,7 @@ def _steering_settings(st: Any, where: str) -> SteeringSettings:
         "min_readout_auroc",
         "generation_examples",
         "generation_random",
+        "max_intervention_teramacs",
     )
     _require(st, keys, f"{where}: steering")
     unknown = sorted(set(st) - set(keys))
@@ -1051,6 +1056,7 @@ def _steering_settings(st: Any, where: str) -> SteeringSettings:
         _number(st[key], f"{where}: steering.{key}", integer=True)
     _number(st["generation_random"], f"{where}: steering.generation_random", integer=True, positive=False)
     _number(st["seed"], f"{where}: steering.seed", integer=True, positive=False)
+    _number(st["max_intervention_teramacs"], f"{where}: steering.max_intervention_teramacs")
     return SteeringSettings(
         strengths=tuple(float(m) for m in strengths),
         sweep_examples=int(st["sweep_examples"]),
@@ -1065,6 +1071,7 @@ def _steering_settings(st: Any, where: str) -> SteeringSettings:
         min_readout_auroc=float(st["min_readout_auroc"]),
         generation_examples=int(st["generation_examples"]),
         generation_random=int(st["generation_random"]),
+        max_intervention_teramacs=float(st["max_intervention_teramacs"]),
     )
 
 

@@ -29,7 +29,11 @@ section; docs/METHODOLOGY.md gives the reasons):
    and ``p_value`` are the addition's (the steering claim). The ablation's are reported beside
    them, not averaged in: projecting out a random direction changes almost nothing, so its
    random sd is tiny and the ablation's z is large whenever the direction matters at all (its
-   p-value is the honest measure).
+   p-value is the honest measure). These test interventions have a work limit
+   (``max_intervention_teramacs``, counted by :func:`intervention_work` from the tokens, the
+   replayed blocks' weights and the number of replays): a task above it is reported with its
+   readout and not judged, so that a probe at an early layer with long prompts cannot hold a
+   worker for hours.
 4. **The prompting baseline.** The task's instruction (an instruction that asks for the positive
    behaviour) inserted into the readout prompts, the model unsteered: its mean readout change is
    what asking achieves, beside what the direction achieves.
@@ -212,6 +216,11 @@ class Prefix:
     norms: np.ndarray  # residual norms of every real token at ``layer``
     batches: list[_Batch]
 
+    @property
+    def tokens(self) -> int:
+        """The real (unpadded) tokens of the rows: one norm each."""
+        return int(self.norms.size)
+
 
 def _readout_of(lm: LoadedModel, hidden: Any, last: Any, tokens: ReadoutTokens) -> np.ndarray:
     import torch
@@ -346,6 +355,19 @@ def readouts_batched(
                 done += len(group)
                 progress(done / total, "steer interventions")
     return out
+
+
+def replayed_parameters(lm: LoadedModel, layer: int) -> int:
+    """The weights of the blocks after ``layer``: what one token of a replay multiplies through."""
+    return int(sum(p.numel() for block in lm.blocks[layer:] for p in block.parameters()))
+
+
+def intervention_work(lm: LoadedModel, prefix: Prefix, *, interventions: int) -> float:
+    """The work of ``interventions`` replays of ``prefix``'s rows, in 10^12 multiply-accumulates of
+    the replayed blocks' weights (real tokens × parameters; attention scores, the padding and the
+    readout are left out). A count of the artifact's layer, the data and the protocol only, so
+    the same on every machine."""
+    return interventions * prefix.tokens * replayed_parameters(lm, prefix.layer) / 1e12
 
 
 def _addition(vector: Any) -> Edit:
@@ -691,11 +713,13 @@ def steer_task(
     settings: SteeringSettings,
     config: HarvestConfig,
     n: int | None = None,
+    ignore_work_limit: bool = False,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Direction utility of ``probe`` on one task (a JSON dict; see the module docstring). A task
     without a readout for this model's family gives ``readout: None`` and the reason; a readout
-    that fails its validation, or a direction that breaks fluency at every strength, gives
+    that fails its validation, test interventions above the protocol's work limit (unless
+    ``ignore_work_limit``), or a direction that breaks fluency at every strength, give
     ``judged: False`` and the reason."""
     import torch
 
@@ -744,6 +768,24 @@ def steer_task(
         reason = (
             f"the readout's AUROC against the labels is {base_auroc:.3f}, below {settings.min_readout_auroc:g}:"
             " it does not read the behaviour, so no steering is judged against it"
+        )
+        return _not_judged(task, reason, **head, seconds=time.perf_counter() - start)
+
+    interventions = 2 + 2 * settings.random_directions * len(settings.random_seeds)
+    work = intervention_work(lm, test.prefix, interventions=interventions)
+    head["work"] = {
+        "interventions": interventions,
+        "tokens": test.prefix.tokens,
+        "replayed_parameters": replayed_parameters(lm, layer),
+        "teramacs": work,
+        "limit_teramacs": settings.max_intervention_teramacs,
+        "limit_ignored": bool(ignore_work_limit),
+    }
+    if work > settings.max_intervention_teramacs and not ignore_work_limit:
+        reason = (
+            f"the {interventions} test interventions would replay {work:.0f} × 10^12 multiply-accumulates"
+            f" ({test.prefix.tokens} tokens through the {lm.n_layers - layer} blocks after layer {layer}),"
+            f" above the protocol's limit of {settings.max_intervention_teramacs:g} × 10^12: not measured"
         )
         return _not_judged(task, reason, **head, seconds=time.perf_counter() - start)
 
@@ -877,6 +919,7 @@ def steer_probe(
     n: int | None = None,
     device: str | None = None,
     protocol: Protocol | None = None,
+    ignore_work_limit: bool = False,
     load: Callable[[str], LoadedModel] | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
@@ -886,6 +929,8 @@ def steer_probe(
     Measured under ``protocol`` (default: the registry's current one; its ``steering`` section
     and its float32 numerics). An ineligible probe (MLP, encoder) gives ``eligible: False`` and the
     reason, with no per-task numbers. ``load(model_id)``: a worker's keeper of loaded models.
+    ``ignore_work_limit`` measures a task above the protocol's work limit all the same (the
+    command line's exploration): the result then names no protocol, as it is not a board number.
     """
     from evaluator.activations import HarvestConfig
     from evaluator.models import load_model
@@ -906,7 +951,7 @@ def steer_probe(
         if tasks
         else [t.id for t in registry.active_tasks(probe.metadata.category) if t.measured_on(probe.base_model)]
     )
-    head = {
+    head: dict[str, Any] = {
         "probe": {"name": probe.metadata.name, "base_model": probe.base_model, "layer": probe.layer},
         "protocol": protocol.id,
         "settings": settings_dict(settings, n),
@@ -934,9 +979,13 @@ def steer_probe(
                 settings=settings,
                 config=config,
                 n=n,
+                ignore_work_limit=ignore_work_limit,
                 progress=sub_progress(progress, i / len(task_ids), (i + 1) / len(task_ids), f"{task_id} "),
             )
         )
+    over = [r for r in results if r.get("work", {}).get("teramacs", 0) > settings.max_intervention_teramacs]
+    if ignore_work_limit and over:
+        head["protocol"] = None  # measured past the protocol's work limit: not a board number
     return jsonable(
         head
         | {

@@ -39,12 +39,14 @@ from evaluator.steer import (
     direction_utility,
     empirical_p,
     generate,
+    intervention_work,
     perplexity,
     random_directions,
     readout_prefix,
     readout_tokens,
     readouts,
     readouts_batched,
+    replayed_parameters,
     steer_probe,
     steer_task,
     unit_direction,
@@ -150,6 +152,7 @@ def test_the_protocol_names_the_steering_settings():
     assert steering.random_directions >= 64 and len(steering.random_seeds) >= 2
     assert 0 < steering.examples <= 128 and max(steering.strengths) >= 2  # a sweep past the norm
     assert steering.max_perplexity_ratio > 1 and steering.min_readout_auroc > 0.5
+    assert steering.max_intervention_teramacs > 0
 
 
 @pytest.mark.parametrize(
@@ -162,6 +165,11 @@ def test_the_protocol_names_the_steering_settings():
         ("strengths: [0.25, 0.5, 1, 2, 4]", "strengths: []", "strengths"),
         ("strengths: [0.25, 0.5, 1, 2, 4]", "strengths: [1, -2]", "strengths[1]"),
         ("min_readout_auroc: 0.6", "min_readout_auroc: 0.4", "[0.5, 1]"),
+        ("max_intervention_teramacs: 20", "max_intervention_teramacs: 0", "max_intervention_teramacs"),
+        ("max_intervention_teramacs: 20", "max_intervention_teramacs: .nan", "max_intervention_teramacs"),
+        ("max_intervention_teramacs: 20", "max_intervention_teramacs: .inf", "finite"),
+        ("max_perplexity_ratio: 1.5", "max_perplexity_ratio: .nan", "finite"),
+        ("  max_intervention_teramacs: 20\n", "", "max_intervention_teramacs"),
         ("seed: 0\n  min_readout", "seed: 0\n  typo: 1\n  min_readout", "unknown"),
     ],
 )
@@ -296,6 +304,76 @@ def test_a_readout_at_chance_is_reported_and_nothing_is_run_against_it(registry,
     assert result["readout"]["valid"] is False and result["readout_auroc"] < 1.0
     assert "does not read the behaviour" in result["reason"] and "addition" not in result
     assert calls == [1]  # the unsteered pass only: no sweep, no intervention
+
+
+def test_the_intervention_work_counts_tokens_replayed_weights_and_replays(registry, smollm2):
+    prefix, _ = _prefix(registry, smollm2, task_id="cities-truth-v1", rows=4, layer=28, batch_size=3)
+    per_block = sum(p.numel() for p in smollm2.blocks[0].parameters())
+    assert replayed_parameters(smollm2, 28) == 2 * per_block  # blocks 29 and 30 of 30
+    assert replayed_parameters(smollm2, smollm2.n_layers) == 0  # nothing after the last block
+    task = registry.task("cities-truth-v1")
+    template = task.readout.template_for("smollm2")
+    texts = read_split(registry, task.id, "test").texts[:4]
+    assert prefix.tokens == sum(len(smollm2.tokenizer(render(template, t))["input_ids"]) for t in texts)
+    work = intervention_work(smollm2, prefix, interventions=386)
+    assert work == pytest.approx(386 * prefix.tokens * 2 * per_block / 1e12)
+
+
+def test_interventions_above_the_work_limit_are_not_run(registry, smollm2):
+    """The readout is measured and shown; the sweep and the interventions never start."""
+    probe = load_probe(REFERENCE / "refusal-dom-smollm2", registry=registry)  # layer 28
+    calls: list[int] = []
+    handle = smollm2.blocks[probe.layer].register_forward_pre_hook(lambda m, a: calls.append(1))
+    settings = dataclasses.replace(
+        registry.protocol().steering, min_readout_auroc=0.0, max_intervention_teramacs=1e-6
+    )
+    try:
+        result = steer_task(
+            probe,
+            smollm2,
+            registry.task("harmful-requests-v1"),
+            registry=registry,
+            settings=settings,
+            config=HarvestConfig(),
+            n=8,
+        )
+    finally:
+        handle.remove()
+    assert result["judged"] is False and result["utility_z"] is None and "addition" not in result
+    assert result["readout"]["valid"] is True and 0.0 <= result["readout_auroc"] <= 1.0
+    work = result["work"]
+    assert work["interventions"] == 2 + 2 * 64 * 3 and work["teramacs"] > work["limit_teramacs"] == 1e-6
+    assert work["replayed_parameters"] == replayed_parameters(smollm2, 28) and work["limit_ignored"] is False
+    assert "above the protocol's limit" in result["reason"] and "not measured" in result["reason"]
+    assert calls == [1]  # the unsteered pass only
+
+
+def test_ignoring_the_work_limit_measures_the_task_and_names_no_protocol(registry, smollm2):
+    """The command line's exploration past the limit: measured, never a board number."""
+    steering = dataclasses.replace(
+        registry.protocol().steering,
+        min_readout_auroc=0.0,
+        max_intervention_teramacs=1e-6,
+        strengths=(0.25,),
+        sweep_examples=4,
+        fluency_examples=2,
+        random_directions=2,
+        random_seeds=(0, 1),
+    )
+    out = steer_probe(
+        REFERENCE / "refusal-dom-smollm2",
+        registry=registry,
+        cache_dir=model_cache_dir(),
+        tasks=["harmful-requests-v1"],
+        n=4,
+        protocol=dataclasses.replace(registry.protocol(), steering=steering),
+        ignore_work_limit=True,
+        load=lambda _m: smollm2,
+    )
+    task = out["tasks"]["harmful-requests-v1"]
+    assert task["work"]["limit_ignored"] is True and task["work"]["teramacs"] > 1e-6
+    assert out["protocol"] is None
+    assert task["judged"] is True or "perplexity" in task["reason"]  # measured, unless fluency fails
 
 
 def test_adding_the_truth_probe_direction_moves_the_readout_towards_false(registry, smollm2):
