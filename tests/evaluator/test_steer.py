@@ -284,7 +284,9 @@ def _protocol_letting_any_readout_through(registry):
     return dataclasses.replace(registry.protocol(), steering=steering)
 
 
-def test_a_readout_at_chance_is_reported_and_nothing_is_run_against_it(registry, smollm2):
+def _refusal_task_counting_passes(registry, smollm2, **settings) -> tuple[dict, list[int]]:
+    """steer_task of the layer-28 SmolLM2 refusal probe on 8 rows under p1 with ``settings``
+    changed, and one entry per pass through the block after the probe's layer."""
     probe = load_probe(REFERENCE / "refusal-dom-smollm2", registry=registry)  # layer 28
     calls: list[int] = []
     handle = smollm2.blocks[probe.layer].register_forward_pre_hook(lambda m, a: calls.append(1))
@@ -294,12 +296,17 @@ def test_a_readout_at_chance_is_reported_and_nothing_is_run_against_it(registry,
             smollm2,
             registry.task("harmful-requests-v1"),
             registry=registry,
-            settings=dataclasses.replace(registry.protocol().steering, min_readout_auroc=1.0),
+            settings=dataclasses.replace(registry.protocol().steering, **settings),
             config=HarvestConfig(),
             n=8,
         )
     finally:
         handle.remove()
+    return result, calls
+
+
+def test_a_readout_at_chance_is_reported_and_nothing_is_run_against_it(registry, smollm2):
+    result, calls = _refusal_task_counting_passes(registry, smollm2, min_readout_auroc=1.0)
     assert result["judged"] is False and result["utility_z"] is None and result["p_value"] is None
     assert result["readout"]["valid"] is False and result["readout_auroc"] < 1.0
     assert "does not read the behaviour" in result["reason"] and "addition" not in result
@@ -321,24 +328,9 @@ def test_the_intervention_work_counts_tokens_replayed_weights_and_replays(regist
 
 def test_interventions_above_the_work_limit_are_not_run(registry, smollm2):
     """The readout is measured and shown; the sweep and the interventions never start."""
-    probe = load_probe(REFERENCE / "refusal-dom-smollm2", registry=registry)  # layer 28
-    calls: list[int] = []
-    handle = smollm2.blocks[probe.layer].register_forward_pre_hook(lambda m, a: calls.append(1))
-    settings = dataclasses.replace(
-        registry.protocol().steering, min_readout_auroc=0.0, max_intervention_teramacs=1e-6
+    result, calls = _refusal_task_counting_passes(
+        registry, smollm2, min_readout_auroc=0.0, max_intervention_teramacs=1e-6
     )
-    try:
-        result = steer_task(
-            probe,
-            smollm2,
-            registry.task("harmful-requests-v1"),
-            registry=registry,
-            settings=settings,
-            config=HarvestConfig(),
-            n=8,
-        )
-    finally:
-        handle.remove()
     assert result["judged"] is False and result["utility_z"] is None and "addition" not in result
     assert result["readout"]["valid"] is True and 0.0 <= result["readout_auroc"] <= 1.0
     work = result["work"]
