@@ -12,7 +12,8 @@ path); n/a without a readout; the encoder and MLP probes are not eligible; the C
 use a handful of rows and layer-28 probes where the intervention's cost does not matter (the
 replay then runs 2 of 30 blocks).
 
-Slow (``-m slow``): the cities reference probe at the protocol's default subset.
+Slow (``-m slow``): the cities reference probe at the protocol's default subset; the work counts
+of Qwen's reference probes against the protocol's work limit.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from evaluator.steer import (
     readouts_batched,
     replayed_parameters,
     steer_probe,
+    steer_subset,
     steer_task,
     unit_direction,
 )
@@ -510,3 +512,30 @@ def test_the_cities_probe_at_the_default_subset(registry, smollm2):
     result = out["tasks"]["cities-truth-v1"]
     assert result["readout"]["n"] == registry.protocol().steering.examples
     assert result["judged"] == (result["readout_auroc"] >= registry.protocol().steering.min_readout_auroc)
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_the_qwen_reference_probes_work_counts_against_the_limit(registry):
+    """The counts BENCHMARKS.md gives: Qwen's refusal probes (layer 23 of 24) are within the work
+    limit, its eval-awareness reference (layer 9) is far above it. Tokenizer only: the count needs
+    the rows' tokens, not a forward."""
+    qwen = load_model(
+        "qwen2.5-coder-0.5b-instruct", registry=registry, cache_dir=model_cache_dir(), device="cpu"
+    )
+    settings = registry.protocol().steering
+    replays = 2 + 2 * settings.random_directions * len(settings.random_seeds)
+
+    def work(slug: str, task_id: str) -> float:
+        probe = load_probe(REFERENCE / slug, registry=registry)
+        task = registry.task(task_id)
+        rows = read_split(registry, task_id, "test", model=qwen.id if task.on_policy else None)
+        chosen = steer_subset(rows.labels, rows.ids, task_id=task_id, n=settings.examples, seed=settings.seed)
+        template = task.readout.template_for("qwen2.5")
+        encoded = _encode(qwen, [render(template, rows.texts[i]) for i in chosen], HarvestConfig())
+        return replays * int(encoded.lengths.sum()) * replayed_parameters(qwen, probe.layer) / 1e12
+
+    refusal = work("onpolicy-refusal-dom-qwen", "onpolicy-refusal-v1")
+    ea = work("ea-qwen", "benchmark-vs-user-v1")
+    assert refusal == pytest.approx(15.5, abs=0.1) and refusal < settings.max_intervention_teramacs
+    assert ea == pytest.approx(322, abs=1) and ea > 10 * settings.max_intervention_teramacs
