@@ -119,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {slug} | {task_id} | {_f(t['auroc'])} | {_f(ref)} | {_f(diff, 4)} | {_f(t.get('auroc_ds'))}"
                 f" | {_f(t.get('auroc_ea'))} |"
             )
-    print(f"\nlargest difference: {worst:.2e} ({'within' if worst <= tolerance else 'OUTSIDE'} the tolerance)")
+    print(
+        f"\nlargest difference: {worst:.2e} ({'within' if worst <= tolerance else 'OUTSIDE'} the tolerance)"
+    )
 
     print(f"\n#### Per probe ({spec})\n")
     print("| probe | ProbeScore | direction utility | stress AUROC | Goodhart resistance | ρ_CE |")
