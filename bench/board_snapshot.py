@@ -21,3 +21,16 @@ def board_copy(data_dir: Path, *, secret: str) -> tuple[Path, dict[str, str]]:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY")}
     env.update(PROBEBENCH_DATA_DIR=str(copy), SECRET_KEY=secret)
     return copy, env
+
+
+def board_django(data_dir: Path, *, secret: str) -> Path:
+    """Copy ``data_dir``'s board (:func:`board_copy`), point this process's Django at the copy and
+    set it up; returns the copy's directory, for the caller to remove. Raises FileNotFoundError
+    when there is no database."""
+    copy, env = board_copy(data_dir, secret=secret)
+    os.environ.update(env)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "probebench.settings")
+    import django
+
+    django.setup()
+    return copy

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -34,7 +33,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.board_snapshot import board_copy  # noqa: E402
+from bench.board_snapshot import board_django  # noqa: E402
 
 
 def _f(value, digits: int = 3) -> str:
@@ -81,14 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     if not wanted:
         parser.error(f"the manifest has no reference probe on {args.model}")
     try:
-        copy, env = board_copy(args.data_dir, secret="bench-model-board-not-secret")
+        copy = board_django(args.data_dir, secret="bench-model-board-not-secret")
     except FileNotFoundError as exc:
         parser.error(str(exc))
-    os.environ.update(env)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "probebench.settings")
-    import django
-
-    django.setup()
     from django.db.models import Count
 
     from evaluator.registry import load_registry

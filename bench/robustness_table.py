@@ -16,7 +16,6 @@ failed, and the counts behind the summary sentences of RESULTS.md.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.board_snapshot import board_copy  # noqa: E402
+from bench.board_snapshot import board_django  # noqa: E402
 
 SPEC = "v0.0.2"
 
@@ -71,14 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("data_dir", type=Path, help="a data directory holding a filled probebench.sqlite3")
     args = parser.parse_args(argv)
     try:
-        copy, env = board_copy(args.data_dir, secret="bench-robustness-table-not-secret")
+        copy = board_django(args.data_dir, secret="bench-robustness-table-not-secret")
     except FileNotFoundError as exc:
         parser.error(str(exc))
-    os.environ.update(env)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "probebench.settings")
-    import django
-
-    django.setup()
     from django.db.models import Count
 
     from leaderboard.models import EvaluationRun, Score
