@@ -78,5 +78,9 @@ class SignupForm(UserCreationForm):
     def clean_username(self):
         username = super().clean_username()
         if username and username_reserved(username):
-            raise forms.ValidationError("This username is reserved; please choose another.", code="reserved")
+            raise forms.ValidationError(
+                "This username is reserved: it is, contains or looks like a name the site itself uses"
+                " (the reference probes' account, an administrator's); please choose another.",
+                code="reserved",
+            )
         return username

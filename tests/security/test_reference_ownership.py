@@ -48,8 +48,9 @@ def _install(slug: str = "ea-smollm2") -> str:
 
 
 def _submit_copy(user) -> Submission:
-    """``user`` submits the registry's eval-awareness reference file as their own probe."""
-    metadata = json.loads((EA / "probe.json").read_text())
+    """``user`` submits the registry's eval-awareness reference file as their own probe (under a
+    name of their own: the reference's name is reserved)."""
+    metadata = json.loads((EA / "probe.json").read_text()) | {"name": f"{user.username}'s awareness probe"}
     with open(EA / "probe.safetensors", "rb") as fh:
         return submission_create(user=user, artifact=fh, metadata=metadata)
 

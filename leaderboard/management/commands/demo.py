@@ -33,6 +33,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -45,6 +46,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, connection
 
+from evaluator.client import printable
 from evaluator.registry import EVAL_AWARENESS
 from leaderboard.management.commands.install_reference_probes import (
     SYSTEM_USER,
@@ -74,40 +76,88 @@ def demo_worker_name(data_dir: Path) -> str:
     return f"demo-{digest}@{socket.gethostname()}"
 
 
+#: the most of a lock file read back (it holds one short JSON object)
+LOCK_READ_BYTES = 4096
+
+
 class DemoLock:
     """One demo per data directory: an exclusive ``flock`` on ``demo.lock``, held while the demo
     runs and released by the kernel when its process ends (so a lock left by a killed demo is
-    detected as stale, never trusted). The file records the holder's pid and address."""
+    detected as stale, never trusted). The file records the holder's pid and address.
+
+    The lock is only ever a regular file of its own: a symbolic link there is not followed and a
+    file with another name (a hard link) or anything else is refused, so the demo never empties a
+    file it does not own. What the file says is printed escaped (``evaluator.client.printable``):
+    no control character or terminal escape in it reaches the terminal."""
 
     def __init__(self, data_dir: Path):
         self.path = Path(data_dir) / "demo.lock"
         self.fd: int | None = None
         self.stale: dict | None = None
 
-    def _read(self) -> dict:
+    @staticmethod
+    def _read(fd: int) -> dict:
         try:
-            return json.loads(self.path.read_text() or "{}")
+            held = json.loads(os.pread(fd, LOCK_READ_BYTES, 0).decode("utf-8") or "{}")
         except (OSError, ValueError):
             return {}
+        return held if isinstance(held, dict) else {}
+
+    def _open(self) -> int:
+        """The lock file, made if missing, opened without following a link; a CommandError
+        saying what to do when it is anything but a regular file with this one name."""
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        where = printable(str(self.path))
+        remove = " Remove it (the demo makes a new lock file), or use another PROBEBENCH_DATA_DIR."
+        try:
+            fd = os.open(self.path, flags, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise CommandError(
+                    f"{where} is a symbolic link; the demo's lock must be a regular file, and a link"
+                    " is not followed (the file it points to would be overwritten)." + remove
+                ) from None
+            if exc.errno in (errno.EISDIR, errno.ENXIO):
+                raise CommandError(
+                    f"{where} is not a regular file; the demo's lock must be one." + remove
+                ) from None
+            raise
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            os.close(fd)
+            what = (
+                "not a regular file" if not stat.S_ISREG(info.st_mode) else "a hard link (it has other names)"
+            )
+            raise CommandError(
+                f"{where} is {what}; the demo's lock must be a regular file of its own, which it empties"
+                " and rewrites." + remove
+            )
+        return fd
+
+    def stale_message(self) -> str:
+        """The line saying a stale lock was taken over, its contents escaped."""
+        pid = printable(str((self.stale or {}).get("pid", "?")))
+        return f"a stale lock of pid {pid} (no longer running) on {printable(str(self.path.parent))} was taken over"
 
     def acquire(self, *, host: str, port: str) -> DemoLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._open()
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
+            held = self._read(fd)
             os.close(fd)
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
-            held = self._read()
+            pid, host_, port_ = (printable(str(held.get(k, "?"))) for k in ("pid", "host", "port"))
             raise CommandError(
-                f"a demo is already running on this data directory ({self.path.parent}):"
-                f" pid {held.get('pid', '?')}, serving http://{held.get('host', '?')}:{held.get('port', '?')}/."
+                f"a demo is already running on this data directory ({printable(str(self.path.parent))}):"
+                f" pid {pid}, serving http://{host_}:{port_}/."
                 " Stop it first (Ctrl-C in its terminal, or kill that pid), or use another"
                 " PROBEBENCH_DATA_DIR."
             ) from None
         self.fd = fd
-        previous = self._read()
+        previous = self._read(fd)
         if previous.get("pid"):
             self.stale = previous  # its process is gone: the kernel released its lock
         os.ftruncate(fd, 0)
@@ -158,9 +208,7 @@ class Command(BaseCommand):
         data_dir = Path(settings.DATA_DIR)
         lock = DemoLock(data_dir).acquire(host=host, port=port)
         if lock.stale:
-            self.stdout.write(
-                f"a stale lock of pid {lock.stale['pid']} (no longer running) on {data_dir} was taken over"
-            )
+            self.stdout.write(lock.stale_message())
         self._worker_name = demo_worker_name(data_dir)
         self._worker = None
         self._stop_event = threading.Event()

@@ -16,7 +16,11 @@ published (/api/v1/reference-updates, /reevaluations/). The board's workers do t
 
 A probe whose artifact the system account already submitted is not submitted again. An earlier
 copy of a reference probe's file submitted by anyone else does not block the install: the copy is
-set aside and its submission rejected, naming the reference probe
+set aside (its probe takes no new versions) and its submission rejected, naming the reference
+probe. The manifest's names and slugs are reserved for the system account, so nobody can submit
+under one; a probe of someone else's that holds a reference probe's slug all the same (submitted
+before the names were reserved) is moved to ``<slug>-renamed-<id>`` and its name marked, so the
+reference gets its own slug, never ``<slug>-2``. Both are printed, for a maintainer to review
 (``services.submissions.reference_probe_submit``).
 """
 
@@ -129,9 +133,13 @@ def submit_entries(entries: list[dict], root: Path, write=print) -> list[int]:
     for entry in submission_order(entries, categories, costs):
         directory = root / entry["path"]
         metadata = json.loads((directory / "probe.json").read_text())
+        notices: list[str] = []  # what the install did to other people's probes, for a maintainer
         try:
             sub, new = reference_probe_submit(
-                artifact=directory / "probe.safetensors", metadata=metadata, role=entry.get("role") or ""
+                artifact=directory / "probe.safetensors",
+                metadata=metadata,
+                role=entry.get("role") or "",
+                notify=notices.append,
             )
         except ServiceError as exc:
             raise CommandError(f"{entry['slug']}: {exc.message}") from None
@@ -139,6 +147,8 @@ def submit_entries(entries: list[dict], root: Path, write=print) -> list[int]:
             write(f"  {entry['slug']}: already submitted ({sub.status})")
         else:
             write(f"  {entry['slug']}: submission {sub.pk}, {sub.runs.count()} run(s) queued")
+        for notice in notices:
+            write(f"  {entry['slug']}: {notice}")
         ids.append(sub.pk)
     return ids
 
