@@ -13,6 +13,8 @@ class ServiceError(Exception):
         self.message = message
         self.field = field
         self.extra = extra or {}
+        #: HTTP headers the answer carries (``Retry-After``)
+        self.headers: dict[str, str] = {}
 
 
 class ValidationFailed(ServiceError):
@@ -31,6 +33,23 @@ class Conflict(ServiceError):
     status_code = 409
 
 
+class QueueFull(ServiceError):
+    """The account's queued work would go over its cap (``PROBEBENCH_MAX_QUEUED_RUN_SECONDS``):
+    429, with ``Retry-After`` the estimated wait in seconds."""
+
+    status_code = 429
+
+    def __init__(self, message: str, *, field: str | None, retry_after_s: int, extra: dict | None = None):
+        super().__init__(message, field=field, extra={**(extra or {}), "retry_after_s": retry_after_s})
+        self.headers = {"Retry-After": str(retry_after_s)}
+
+
+class ServiceUnavailable(ServiceError):
+    """A service the write needs (the task broker) cannot be reached: 503, and nothing was stored."""
+
+    status_code = 503
+
+
 class QueryError(ServiceError):
     """A read request (query parameters, a weights spec, a probe) that names something that does
     not exist or is malformed; ``param`` is the parameter at fault. Selectors raise it."""
@@ -45,7 +64,12 @@ class QueryError(ServiceError):
 
 
 class InfrastructureFault(Exception):
-    """Raised by an evaluation run to the Celery task so that it retries with backoff."""
+    """Raised by an evaluation run to the Celery task so that it retries with backoff; ``run_id``
+    is the run that faulted (the one the retry is for)."""
+
+    def __init__(self, message: str = "", *, run_id: int | None = None):
+        super().__init__(message)
+        self.run_id = run_id
 
 
 class ImmutableRecordError(Exception):

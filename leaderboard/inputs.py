@@ -10,6 +10,7 @@ read as the browser sent them: each field strips what it strips itself.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from rest_framework import serializers
@@ -26,6 +27,10 @@ def _text(**kwargs) -> serializers.CharField:
 def _stripped(value: str | None) -> str | None:
     return (value or "").strip() or None
 
+
+#: the largest version number a query may name (the database's integer)
+MAX_VERSION = 2**31 - 1
+_DIGITS = re.compile(r"[0-9]{1,10}")  # ASCII digits only: str.isdigit() takes "²", which int() refuses
 
 _FALSE = (None, "", "0", "false", "False", "off", "no")
 _TRUE = ("1", "true", "True", "on", "yes")
@@ -103,8 +108,8 @@ class ProbeQueryInput(serializers.Serializer):
     version = _text()
 
     def validate_version(self, value: str) -> int | None:
-        if not value.isdigit():
-            raise serializers.ValidationError("must be a positive integer")
+        if not _DIGITS.fullmatch(value) or int(value) > MAX_VERSION:
+            raise serializers.ValidationError(f"must be a positive integer (at most {MAX_VERSION})")
         return int(value)  # 0 names no version: not found
 
     def validate_spec(self, value: str) -> str | None:

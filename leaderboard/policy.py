@@ -33,6 +33,30 @@ def run_queue(kind: str) -> str:
     return PRIMARY_QUEUE if kind in PRIMARY_RUN_KINDS else SECONDARY_QUEUE
 
 
+# Fair shares. Within a queue, the next run is the oldest run of the maintainers' own work (the
+# system account's reference probes, the quarterly re-evaluation), else a run of the submitter whose
+# latest run on that queue started longest ago (services.runs.evaluation_run_next): round-robin
+# across submitters. A run put back after an infrastructure fault waits for its retry (the run
+# task's exponential backoff, RUN_RETRY_BACKOFF_S doubling up to RUN_RETRY_BACKOFF_MAX_S).
+RUN_RETRY_BACKOFF_S = 10
+RUN_RETRY_BACKOFF_MAX_S = 300
+#: seconds one run of a kind is estimated to take before any run of that kind has finished (then
+#: the measured mean of its latest finished runs is used): the queue cap's and the queue page's
+#: estimate of an account's queued work (PROBEBENCH_MAX_QUEUED_RUN_SECONDS)
+RUN_SECONDS_DEFAULT = {
+    "score": 60,
+    "reference": 60,
+    "holdout": 60,
+    "reproduce": 120,
+    "stress": 120,
+    "transfer": 300,
+    "steer": 300,
+    "robustness": 600,
+}
+#: a kind added later, until it has a default of its own
+RUN_SECONDS_DEFAULT_OTHER = 300
+
+
 # Saturation: a task (or a board) where more than this share of the entries score at least
 # SATURATED_AUROC test AUROC no longer separates them on AUROC; its page says so and the board
 # leads with the columns that still separate its entries.

@@ -412,3 +412,16 @@ def methodology_html() -> SafeString:
     """docs/METHODOLOGY.md as HTML, safe to insert as it is: markdown-it escaped any raw HTML in
     it (rendered again when the file changes)."""
     return mark_safe(_methodology_html(METHODOLOGY_PATH, METHODOLOGY_PATH.stat().st_mtime_ns))  # noqa: S308
+
+
+def duration_text(seconds: float | None) -> str:
+    """A duration in words for a person: "45 s", "12 min", "2 h 05 min"; "—" when unknown."""
+    if seconds is None:
+        return "—"
+    seconds = max(0, math.ceil(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = math.ceil(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"

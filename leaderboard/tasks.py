@@ -2,29 +2,28 @@
 
 Evaluation runs go to the ``primary`` or ``secondary`` queue by kind, with ``acks_late`` (a
 worker that dies mid-run leaves the message to be redelivered; the conditional claim in the service makes a redelivery of a run
-that is already running or finished a no-op). Retries with backoff live here, state rules in the
-service. The services are imported inside the task bodies (the services publish tasks by name,
-see ``leaderboard.services.runs``); what a decorator needs comes from ``leaderboard.errors`` and
+that is already running or finished a no-op). A run message is a token of its queue: the service
+executes the next run of that queue, round-robin across submitters, which need not be the run the
+message names (``services.runs.evaluation_run_claim_next``). Retries with backoff live here (for
+the run that faulted), state rules in the service. The services are imported inside the task
+bodies (the services publish tasks by name, see ``leaderboard.services.runs``); what a decorator needs comes from ``leaderboard.errors`` and
 ``leaderboard.policy``. Task names (``leaderboard.tasks.<function>``) are what
 probebench/celery.py routes and schedules.
 """
 
 from celery import shared_task
 from celery.signals import worker_process_init
+from celery.utils.time import get_exponential_backoff_interval
 from django.conf import settings
 
 from leaderboard.errors import InfrastructureFault
-from leaderboard.policy import MAX_ATTEMPTS
+from leaderboard.policy import MAX_ATTEMPTS, RUN_RETRY_BACKOFF_MAX_S, RUN_RETRY_BACKOFF_S
 
 
 @shared_task(
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
-    autoretry_for=(InfrastructureFault,),
-    retry_backoff=10,
-    retry_backoff_max=300,
-    retry_jitter=True,
     max_retries=MAX_ATTEMPTS,
     # the run's time budget: past the soft limit the service fails the run with that reason (no
     # retry); the hard limit stops a worker process stuck in native code (prefork pool)
@@ -34,7 +33,20 @@ from leaderboard.policy import MAX_ATTEMPTS
 def evaluation_run_execute_task(self, run_id: int) -> str:
     from leaderboard.services.lifecycle import evaluation_run_process
 
-    return evaluation_run_process(run_id=run_id, worker=self.request.hostname)
+    try:
+        return evaluation_run_process(
+            run_id=run_id, worker=self.request.hostname, fair=True, retry=self.request.retries > 0
+        )
+    except InfrastructureFault as exc:
+        # the retry is for the run that faulted (the message may have executed another run than
+        # the one it names), after an exponential backoff with full jitter
+        countdown = get_exponential_backoff_interval(
+            factor=RUN_RETRY_BACKOFF_S,
+            retries=self.request.retries,
+            maximum=RUN_RETRY_BACKOFF_MAX_S,
+            full_jitter=True,
+        )
+        raise self.retry(args=[exc.run_id or run_id], exc=exc, countdown=countdown) from exc
 
 
 @shared_task(acks_late=True)

@@ -6,13 +6,24 @@ wait. Here every poll starts again at the first queue the worker was given (``-Q
 default,primary,secondary``): the next message always comes from the first non-empty queue, as
 Redis's BRPOP does with ``queue_order_strategy: priority``. Selected in settings with
 ``CELERY_BROKER_TRANSPORT = "probebench.broker:FilesystemTransport"`` when no REDIS_URL is set.
+
+``broker_reachable`` asks the configured broker (Redis or these folders) whether a message can be
+published now: the health endpoint and the submission check ask it.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+
+from celery import current_app
+from django.conf import settings
+from kombu.exceptions import OperationalError
 from kombu.transport import filesystem
 from kombu.transport.virtual.base import Empty
 from kombu.utils.scheduling import FairCycle
+
+log = logging.getLogger(__name__)
 
 
 class InOrderCycle(FairCycle):
@@ -30,3 +41,20 @@ class FilesystemChannel(filesystem.Channel):
 
 class FilesystemTransport(filesystem.Transport):
     Channel = FilesystemChannel
+
+
+def broker_reachable() -> bool:
+    """Whether a message can be published now: one connection to the configured broker, no retry
+    (the filesystem broker: its folders are there and writable)."""
+    folders = getattr(settings, "BROKER_DIR", None)
+    if folders is not None and not all(
+        os.access(folders / name, os.W_OK) for name in ("queue", "control", "processed")
+    ):
+        return False
+    try:
+        with current_app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=0)
+    except (OperationalError, OSError) as exc:
+        log.warning("broker: unreachable (%s)", exc)
+        return False
+    return True

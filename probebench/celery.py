@@ -7,7 +7,10 @@ A worker consumes its queues in the order given (``-Q default,primary,secondary`
 ``leaderboard.policy.WORKER_QUEUES``): on Redis with ``queue_order_strategy: priority`` (settings),
 on the embedded filesystem broker with ``probebench.broker`` (the stock transport takes the queues
 in turn). With one message prefetched per process and ``acks_late`` (nothing more is fetched while
-a run executes), a queued score run always starts before a queued secondary run.
+a run executes), a queued score run always starts before a queued secondary run. Within a queue a
+run's message is a token: the database decides which queued run of that queue it executes (the
+maintainers' own work first, then round-robin across submitters,
+``leaderboard.services.runs.evaluation_run_next``).
 
 Scale out by starting more workers on more hosts against the same broker and database:
 ``celery -A probebench worker -Q default,primary,secondary --concurrency 1`` on each machine with a
@@ -44,6 +47,9 @@ app.conf.update(
     worker_prefetch_multiplier=1,  # long tasks: don't hoard messages a sibling could run
     task_reject_on_worker_lost=True,
     broker_connection_retry_on_startup=True,
+    # nothing reads a task's result (a run's state is its row); kept, a publish first subscribes to
+    # the result store, which with Redis down retried for 20 s and then gave up for good
+    task_ignore_result=True,
     result_expires=24 * 3600,
 )
 app.autodiscover_tasks()

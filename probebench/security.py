@@ -18,6 +18,8 @@ from django.template.response import TemplateResponse
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 
+from probebench.throttling import CountsUnavailable
+
 
 class _Throttle(Protocol):
     """What the form throttles use of a DRF throttle: it reads the request's META and user, which
@@ -37,7 +39,8 @@ def form_throttled(*, scope: str | None = None, methods: tuple[str, ...] = ("POS
     """Apply the API's throttle classes (``DEFAULT_THROTTLE_CLASSES`` with their rates, and the
     scoped rate ``scope``) to a Django view, for the given methods. The cache keys are the API's:
     a researcher's submissions through the form and through the API share one "submissions" budget.
-    Over the limit: 429 with Retry-After, the form is not processed."""
+    Over the limit: 429 with Retry-After, the form is not processed; when the counts cannot be
+    reached, 503 (``probebench.throttling``), the form is not processed either."""
 
     view_attrs = type("ThrottledFormView", (), {"throttle_scope": scope})()
 
@@ -48,10 +51,14 @@ def form_throttled(*, scope: str | None = None, methods: tuple[str, ...] = ("POS
                 waits: list[float] = []
                 # DRF resolves the setting's import strings to classes; the stub types the strings
                 throttle_classes: Sequence[type[_Throttle]] = api_settings.DEFAULT_THROTTLE_CLASSES  # type: ignore[assignment]
-                for throttle_class in throttle_classes:
-                    throttle = throttle_class()
-                    if not throttle.allow_request(request, view_attrs):
-                        waits.append(throttle.wait() or 0)
+                try:
+                    for throttle_class in throttle_classes:
+                        throttle = throttle_class()
+                        if not throttle.allow_request(request, view_attrs):
+                            waits.append(throttle.wait() or 0)
+                except CountsUnavailable as exc:
+                    context = {"message": str(exc.detail)}
+                    return TemplateResponse(request, "leaderboard/unavailable.html", context, status=503)
                 if waits:
                     retry_after = max(1, math.ceil(max(waits)))
                     response = TemplateResponse(

@@ -66,8 +66,14 @@ DEBUG = envbool("DEBUG", "False")
 #: the secret ``make demo`` writes, found without SECRET_KEY_FILE, so every ``manage.py`` command
 #: of the README works in the same data directory as written
 DATA_DIR_SECRET = DATA_DIR / "secret_key"
-#: "production" (the compose file) turns on HTTPS by default and forbids DEBUG.
+#: "production" (the compose file) turns on HTTPS by default, forbids DEBUG and wants a real secret.
+ENVIRONMENTS = ("development", "production")
 ENVIRONMENT = env("PROBEBENCH_ENV", "development")
+if ENVIRONMENT not in ENVIRONMENTS:
+    # a near miss ("Production", "prod") would otherwise quietly run a development instance
+    raise ImproperlyConfigured(
+        f"PROBEBENCH_ENV must be exactly one of {', '.join(ENVIRONMENTS)}, got {ENVIRONMENT!r}"
+    )
 if DEBUG and ENVIRONMENT == "production":
     # DEBUG shows settings and tracebacks to anyone and lets the public development key sign sessions
     raise ImproperlyConfigured(
@@ -88,6 +94,30 @@ if not SECRET_KEY:
             "and SECRET_KEY_FILE=secret_key.txt (`make demo` does this under $PROBEBENCH_DATA_DIR)"
         )
     SECRET_KEY = "development-only-not-secret"  # noqa: S105 - embedded default, DEBUG only
+#: Secrets written in this repository (the debug default, the test suite's, the type check's, the
+#: image build's): public, so production refuses them whatever their length.
+DEVELOPMENT_SECRETS = frozenset(
+    {
+        "development-only-not-secret",
+        "test-suite-only-not-secret",
+        "type-checking-only-not-secret",
+        "collectstatic-build-only",
+    }
+)
+PRODUCTION_SECRET_MIN_LENGTH = 50
+if ENVIRONMENT == "production":
+    if SECRET_KEY in DEVELOPMENT_SECRETS:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is a development value written in the repository and refused under"
+            " PROBEBENCH_ENV=production: anyone could forge sessions with it; generate one with"
+            " `python -c 'import secrets; print(secrets.token_urlsafe(50))' > secret_key.txt`"
+        )
+    if len(SECRET_KEY) < PRODUCTION_SECRET_MIN_LENGTH:
+        raise ImproperlyConfigured(
+            f"SECRET_KEY has {len(SECRET_KEY)} characters; PROBEBENCH_ENV=production needs at least"
+            f" {PRODUCTION_SECRET_MIN_LENGTH} random ones: generate one with"
+            " `python -c 'import secrets; print(secrets.token_urlsafe(50))' > secret_key.txt`"
+        )
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 SITE_NAME = "ProbeBench"
@@ -227,6 +257,10 @@ RUN_HEARTBEAT_TIMEOUT_S = envint("PROBEBENCH_HEARTBEAT_TIMEOUT_S", "300", minimu
 #: A queued run not started after this long is re-published to the broker (lost message).
 RUN_REQUEUE_AFTER_S = envint("PROBEBENCH_REQUEUE_AFTER_S", "600", minimum=10)
 RECONCILE_EVERY_S = envint("PROBEBENCH_RECONCILE_EVERY_S", "60", minimum=5)
+#: The most queued work one account may have, in estimated run-seconds (each queued or running run of
+#: its submissions at its kind's measured mean duration, leaderboard.policy.RUN_SECONDS_DEFAULT before
+#: any has finished): a submission that would go over it is refused with 429. 0: no cap.
+MAX_QUEUED_RUN_SECONDS = envint("PROBEBENCH_MAX_QUEUED_RUN_SECONDS", "7200", minimum=0)
 #: Celery beat runs the reconciler every RECONCILE_EVERY_S seconds (probebench/celery.py reads the
 #: CELERY_* settings; the environment is read here only).
 CELERY_BEAT_SCHEDULE = {
@@ -282,7 +316,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # drf-spectacular's, each operation listing the error statuses its view answers
+    "DEFAULT_SCHEMA_CLASS": "leaderboard.api.errors.ApiSchema",
     # JSON bodies parsed within size and depth limits, no NaN (probebench/parsers.py)
     "DEFAULT_PARSER_CLASSES": [
         "probebench.parsers.StrictJSONParser",
@@ -324,24 +359,40 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",  # drf-spectacular-sidecar: the docs page works offline, under our CSP
 }
 
-#: One cache for every process of the site (gunicorn workers, Celery, manage.py): the throttles
-#: count there, so a limit holds in total, not per process. Redis when REDIS_URL is set; embedded,
-#: files under the data directory, with the throttles' read-count-write under a file lock
-#: (``probebench.throttling``). The login lockout (django-axes) counts in the database.
+#: Two caches, each shared by every process of the site (gunicorn workers, Celery, manage.py).
+#: "throttle": the rate limits' counts (probebench.throttling), so a limit holds in total, not per
+#: process: Redis when REDIS_URL is set, else a SQLite file under the data directory
+#: (probebench.throttle_store), which never drops a live count. "default": what the pages keep
+#: (board counts, comparisons): Redis, where a read finds nothing while Redis is down
+#: (probebench.cache), else files under the data directory (culled past MAX_ENTRIES: only a
+#: recomputation is lost). The login lockout (django-axes) counts in the database.
 if REDIS_URL:
+    # a Redis that does not answer fails a request in seconds, not at the system's TCP timeout
+    _REDIS_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5}
     CACHES: dict[str, dict[str, Any]] = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        "default": {
+            "BACKEND": "probebench.cache.ResilientRedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": _REDIS_OPTIONS,
+        },
+        "throttle": {
+            "BACKEND": "probebench.cache.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": _REDIS_OPTIONS,
+        },
     }
-    THROTTLE_LOCK_FILE: Path | None = None
 else:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
             "LOCATION": str(DATA_DIR / "django-cache"),
-            "OPTIONS": {"MAX_ENTRIES": 20_000},  # a throttle's history is one entry per client
-        }
+            "OPTIONS": {"MAX_ENTRIES": 20_000},
+        },
+        "throttle": {
+            "BACKEND": "probebench.throttle_store.SQLiteCache",
+            "LOCATION": str(DATA_DIR / "ratelimits.sqlite3"),
+        },
     }
-    THROTTLE_LOCK_FILE = DATA_DIR / "throttle.lock"
 
 # --------------------------------------------------------------------------- the rest
 

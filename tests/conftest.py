@@ -43,12 +43,14 @@ def system_account(db):
 
 @pytest.fixture(autouse=True)
 def _empty_cache():
-    """Each test starts with an empty Django cache: the board caches its counts (under a stamp of
-    the newest rows, which a rolled-back SQLite test can hand out again) and comparisons."""
+    """Each test starts with empty Django caches: the board caches its counts (under a stamp of
+    the newest rows, which a rolled-back SQLite test can hand out again) and comparisons, the
+    throttles their counts (every test starts with its whole budget)."""
     import contextlib
 
-    from django.core.cache import cache
+    from django.core.cache import caches
 
     with contextlib.suppress(Exception):  # no Django settings (evaluator tests with -p no:django)
-        cache.clear()
+        for alias in ("default", "throttle"):
+            caches[alias].clear()
     yield

@@ -4,7 +4,7 @@ they share (leaderboard.selectors.compare). Public, cached, ETag, like the other
 from __future__ import annotations
 
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
@@ -94,11 +94,13 @@ class CompareApi(PublicReadApi):
         operation_id="compare",
         summary="Two probes per task: ΔAUROC with its paired interval and DeLong's p on shared rows",
         parameters=[
-            OpenApiParameter("a", str, required=True, description="probe id (slug) of A"),
-            OpenApiParameter("b", str, required=True, description="probe id (slug) of B"),
+            OpenApiParameter("a", str, required=True, allow_blank=False, description="probe id (slug) of A"),
+            OpenApiParameter(
+                "b", str, required=True, allow_blank=False, description="probe id (slug) of B, not A's"
+            ),
             OpenApiParameter("spec", str, description="weights spec version (default: the latest)"),
         ],
-        responses=CompareOutput,
+        responses={200: CompareOutput, 404: OpenApiResponse(description="a or b names no public probe")},
     )
     def get(self, request):
         params = query_parse(CompareQueryInput, request.query_params)

@@ -14,6 +14,7 @@ import json
 
 from django.http import HttpResponse
 from django.urls import reverse
+from django.urls.converters import SlugConverter
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -24,15 +25,15 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluator import metric_table
 from evaluator.registry import COMPONENTS
+from leaderboard.api.pagination import ApiPagination
 from leaderboard.http import public_cache
-from leaderboard.inputs import ProbeQueryInput, TaskListInput, board_query, query_parse
+from leaderboard.inputs import MAX_VERSION, ProbeQueryInput, TaskListInput, board_query, query_parse
 from leaderboard.models import holdouts_map
 from leaderboard.presentation import POLICY
 from leaderboard.selectors.board import (
@@ -54,6 +55,9 @@ from leaderboard.selectors.probes import probe_detail
 from leaderboard.selectors.registry import base_model_list, category_list, task_list
 from leaderboard.selectors.submissions import submission_queue
 
+#: a probe id in a URL path (the ``slug`` converter of the URL conf, leaderboard/api/read_urls.py)
+SLUG_PATTERN = f"^{SlugConverter.regex}$"
+
 
 class PublicReadApi(APIView):
     """Base of the read endpoints: anonymous, GET only."""
@@ -74,11 +78,14 @@ BOARD_PARAMETERS = [
     OpenApiParameter("compare", str, description="a second spec version: each row gets its rank there"),
     OpenApiParameter("model", str, description="base model slug"),
     OpenApiParameter("license", str, description="license id, e.g. Apache-2.0"),
-    OpenApiParameter("status", str, enum=list(BOARD_STATUSES), description="probe status"),
+    # an empty value is the default, as a form with nothing chosen sends it
+    OpenApiParameter("status", str, enum=["", *BOARD_STATUSES], description="probe status (default: any)"),
     OpenApiParameter("measured_only", bool, description="rank by the measured components only"),
     OpenApiParameter("q", str, description="search in probe name, id and authors"),
-    OpenApiParameter("sort", str, enum=list(SORT_KEYS), description="sort column (default: score)"),
-    OpenApiParameter("dir", str, enum=["asc", "desc"], description="sort direction"),
+    OpenApiParameter("sort", str, enum=["", *SORT_KEYS], description="sort column (default: score)"),
+    OpenApiParameter(
+        "dir", str, enum=["", "asc", "desc"], description="sort direction (default: the column's own)"
+    ),
 ]
 
 
@@ -290,11 +297,6 @@ def _board_meta(board: Board) -> dict:
     }
 
 
-class BoardPagination(LimitOffsetPagination):
-    default_limit = 50
-    max_limit = 1000
-
-
 # --------------------------------------------------------------------------- board
 
 
@@ -305,16 +307,15 @@ class LeaderboardApi(PublicReadApi):
         summary="The board: latest scored version of each probe under one weights spec",
         parameters=[
             *BOARD_PARAMETERS,
-            OpenApiParameter("limit", int, description="rows per page (default 50, max 1000)"),
-            OpenApiParameter("offset", int, description="rows to skip"),
+            *ApiPagination.schema_parameters(),
         ],
         responses=LeaderboardOutput,
     )
     def get(self, request):
         board = _board(request)
-        paginator = BoardPagination()
+        paginator = ApiPagination()
         page = paginator.paginate_queryset(board.rows, request, view=self)
-        assert page is not None  # BoardPagination has a default limit: it always pages
+        assert page is not None  # ApiPagination has a default limit: it always pages
         board_details_attach(page)
         data = _board_meta(board) | {
             "count": paginator.count,
@@ -787,8 +788,15 @@ class ProbeDetailApi(PublicReadApi):
         operation_id="probe",
         summary="One probe: its public version, scores, per-task results, history and leakage records",
         parameters=[
+            OpenApiParameter(
+                "slug", str, OpenApiParameter.PATH, pattern=SLUG_PATTERN, description="the probe's id"
+            ),
             OpenApiParameter("spec", str, description="weights spec version (default: the latest)"),
-            OpenApiParameter("version", int, description="a public version number (default: the latest)"),
+            OpenApiParameter(
+                "version",
+                {"type": "integer", "minimum": 1, "maximum": MAX_VERSION},
+                description="a public version number (default: the latest)",
+            ),
         ],
         responses={200: ProbeOutput, 404: OpenApiResponse(description="no such public probe")},
     )

@@ -1,8 +1,9 @@
 """Submission API (v1): one view per action, token authentication, rate-limited submits.
 
 POST /api/v1/submissions        multipart: artifact (.safetensors), metadata (JSON), recipe (JSON)
-GET  /api/v1/submissions        the caller's submissions, paginated (count, next, previous, results);
-                                ``?probe=SLUG``: only that probe's
+GET  /api/v1/submissions        the caller's submissions, paginated (count, next, previous, results;
+                                ``?limit=&offset=``, leaderboard.api.pagination); ``?probe=SLUG``: only
+                                that probe's
 GET  /api/v1/submissions/{id}   status, progress, per-run states, failure/rejection reason, the
                                 queue position and ETA (measured run times), and once scored the
                                 per-task metrics and the ProbeScore per spec
@@ -11,6 +12,7 @@ GET  /api/v1/submissions/{id}   status, progress, per-run states, failure/reject
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -22,13 +24,13 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from leaderboard.api.errors import ErrorSerializer
+from leaderboard.api.pagination import ApiPagination
 from leaderboard.selectors.submissions import (
     submission_detail_get,
     submission_queue_estimate,
@@ -36,7 +38,8 @@ from leaderboard.selectors.submissions import (
 )
 from leaderboard.services.submissions import submission_create
 
-PROBE_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
+#: ``?probe=``: a probe id, or empty for every probe's submissions
+PROBE_FILTER = re.compile(r"^[A-Za-z0-9._-]{0,200}$")
 
 
 class RunSerializer(serializers.Serializer):
@@ -152,32 +155,32 @@ class SubmissionInputSerializer(serializers.Serializer):
     (leaderboard.validation, evaluator.probes), whose errors name the field at fault."""
 
     artifact = serializers.FileField(
-        required=False,
         allow_empty_file=True,
         help_text="probe.safetensors",
         error_messages={"invalid": "must be an uploaded file (multipart)"},
     )
-    metadata = JsonTextField(
-        required=False, help_text="JSON: the probe.json written by `python -m evaluator train`"
-    )
+    metadata = JsonTextField(help_text="JSON: the probe.json written by `python -m evaluator train`")
     recipe = JsonTextField(required=False, help_text="optional JSON recipe")
 
-    def validate(self, attrs):
-        missing = [k for k in ("artifact", "metadata") if not attrs.get(k)]
-        if missing:
-            raise serializers.ValidationError(
-                {
-                    missing[0]: f"missing field(s): {', '.join(missing)}; a submission is multipart with"
-                    " artifact (.safetensors file) and metadata (JSON)"
-                }
-            )
-        return attrs
+    def to_internal_value(self, data):
+        # the required fields are checked together first, so that one message names all that is missing
+        if isinstance(data, Mapping):
+            missing = [k for k in ("artifact", "metadata") if not data.get(k)]
+            if missing:
+                raise serializers.ValidationError(
+                    {
+                        missing[0]: f"missing field(s): {', '.join(missing)}; a submission is multipart"
+                        " with artifact (.safetensors file) and metadata (JSON)"
+                    }
+                )
+        return super().to_internal_value(data)
 
 
 class SubmissionListCreateApi(APIView):
     # authentication: the API's default, a hashed token (leaderboard.authentication) or a session
     permission_classes = [IsAuthenticated]
     parser_classes = [MultiPartParser, FormParser]
+    pagination_class = ApiPagination
     throttle_scope = "submissions"
 
     def get_throttles(self):
@@ -203,6 +206,18 @@ class SubmissionListCreateApi(APIView):
             401: OpenApiResponse(description="no or invalid token"),
             409: OpenApiResponse(ErrorSerializer, description="the same artifact was already submitted"),
             413: OpenApiResponse(ErrorSerializer, description="artifact over the size limit"),
+            429: OpenApiResponse(
+                ErrorSerializer,
+                description=(
+                    "too many submissions (the rate limit), or the account's queued work would go"
+                    " over PROBEBENCH_MAX_QUEUED_RUN_SECONDS: the body adds retry_after_s, and"
+                    " Retry-After says when to submit again"
+                ),
+            ),
+            503: OpenApiResponse(
+                ErrorSerializer,
+                description="the rate-limit counts or the task broker cannot be reached: nothing was stored",
+            ),
         },
     )
     def post(self, request):
@@ -223,16 +238,26 @@ class SubmissionListCreateApi(APIView):
 
     @extend_schema(
         operation_id="submissions_list",
-        parameters=[OpenApiParameter("probe", str, description="only this probe's submissions (its id)")],
+        parameters=[
+            OpenApiParameter(
+                "probe",
+                str,
+                pattern=PROBE_FILTER.pattern,
+                description="only this probe's submissions (its id; empty: every probe's)",
+            )
+        ],
+        # paged by ``pagination_class``: drf-spectacular documents the object it answers
+        # ({count, next, previous, results}) and its limit and offset parameters
         responses=SubmissionOutputSerializer(many=True),
     )
     def get(self, request):
-        paginator = LimitOffsetPagination()
-        probe = request.query_params.get("probe") or None
-        if probe is not None and not PROBE_ID.fullmatch(probe):
+        paginator = self.pagination_class()
+        probe = request.query_params.get("probe", "")
+        if not PROBE_FILTER.fullmatch(probe):
             raise serializers.ValidationError(
-                {"probe": "must be a probe id (letters, digits, '-', '_', '.')"}
+                {"probe": "must be a probe id: 1 to 200 letters, digits, '-', '_' or '.'"}
             )
+        probe = probe or None
         page = paginator.paginate_queryset(
             submissions_for_user(user=request.user, probe=probe), request, view=self
         )
@@ -244,7 +269,16 @@ class SubmissionDetailApi(APIView):
     permission_classes = [IsAuthenticated]
 
     @extend_schema(
-        operation_id="submissions_retrieve", responses={200: SubmissionDetailSerializer, 404: ErrorSerializer}
+        operation_id="submissions_retrieve",
+        parameters=[
+            OpenApiParameter(
+                "id",
+                {"type": "integer", "minimum": 1},
+                OpenApiParameter.PATH,
+                description="the submission's id",
+            )
+        ],
+        responses={200: SubmissionDetailSerializer, 404: ErrorSerializer},
     )
     def get(self, request, pk: int):
         sub = submission_detail_get(pk=pk, user=request.user)

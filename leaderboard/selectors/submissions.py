@@ -1,4 +1,6 @@
-"""Reads for the submission pages, the submission API and the public queue."""
+"""Reads for the submission pages, the submission API and the public queue: its open submissions,
+each submitter's share of the workers' queue (``queue_shares``), an account's queued work in
+estimated run-seconds (``queued_work``, what the queue cap counts)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ from datetime import datetime, timedelta
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
-from leaderboard.models import EvaluationRun, Submission
-from leaderboard.policy import REVIEW_GOAL_DAYS
+from leaderboard.models import EvaluationRun, Submission, SystemAccount
+from leaderboard.policy import REVIEW_GOAL_DAYS, RUN_SECONDS_DEFAULT, RUN_SECONDS_DEFAULT_OTHER
 from leaderboard.selectors.progress import run_seconds_measured
 from leaderboard.selectors.shared import submission_runs
 
@@ -177,3 +179,112 @@ def submissions_for_user(*, user, probe: str | None = None) -> QuerySet[Submissi
         .prefetch_related(Prefetch("runs", queryset=EvaluationRun.objects.defer("example_scores", "metrics")))
         .order_by("-created_at", "-pk")
     )
+
+
+# --------------------------------------------------------------------------- queued work, shares
+
+
+def run_seconds_estimated(kinds) -> dict[str, float]:
+    """kind → the estimated seconds of one run: the measured mean of its latest finished runs, or,
+    for a kind that has never finished one, ``policy.RUN_SECONDS_DEFAULT``."""
+    measured = run_seconds_measured(kinds=kinds)
+    return {
+        kind: measured[kind]["mean_s"]
+        if kind in measured
+        else float(RUN_SECONDS_DEFAULT.get(kind, RUN_SECONDS_DEFAULT_OTHER))
+        for kind in set(kinds)
+    }
+
+
+@dataclass
+class QueuedWork:
+    """Runs waiting or executing, and their estimated run-seconds: a queued run counts its kind's
+    estimate, a running one what is left of it (at least nothing)."""
+
+    queued: int = 0
+    running: int = 0
+    seconds: float = 0.0
+
+    @property
+    def runs(self) -> int:
+        return self.queued + self.running
+
+
+def _work(rows, *, estimate: dict[str, float], now: datetime) -> QueuedWork:
+    """``rows``: (kind, status, started_at) of queued and running runs."""
+    work = QueuedWork()
+    for kind, status, started in rows:
+        if status == EvaluationRun.Status.RUNNING:
+            work.running += 1
+            elapsed = (now - started).total_seconds() if started is not None else 0.0
+            work.seconds += max(estimate[kind] - elapsed, 0.0)
+        else:
+            work.queued += 1
+            work.seconds += estimate[kind]
+    return work
+
+
+def queued_work(
+    *, submitter=None, submission: Submission | None = None, now: datetime | None = None
+) -> QueuedWork:
+    """The queued and running runs of the submissions of ``submitter`` (or of one ``submission``),
+    with their estimated run-seconds (:func:`run_seconds_estimated`). Runs no submission waits on
+    alone (shared reference runs, a cycle's, the coverage backfill's) are the maintainers' work and
+    not counted."""
+    now = now or timezone.now()
+    runs = EvaluationRun.objects.filter(status__in=ACTIVE_RUN_STATUSES)
+    if submission is not None:
+        runs = runs.filter(submission=submission)
+    else:
+        runs = runs.filter(submission__submitter=submitter)
+    rows = list(runs.values_list("kind", "status", "started_at"))
+    return _work(rows, estimate=run_seconds_estimated({kind for kind, _, _ in rows}), now=now)
+
+
+@dataclass
+class QueueShare:
+    """One submitter's share of the workers' queue (public: no name, only the ids of the open
+    submissions the runs belong to), or the maintainers' own work."""
+
+    label: str
+    submissions: list[int]
+    work: QueuedWork
+    share: float = 0.0  # of every share's estimated run-seconds
+    maintainers: bool = False
+
+
+def queue_shares(*, now: datetime | None = None) -> list[QueueShare]:
+    """Each submitter's queued and running runs and their estimated run-seconds, most work first,
+    after the maintainers' own work (reference probes, the quarterly re-evaluation), which the
+    workers take first (``services.runs.evaluation_run_next``); the other runs are taken
+    round-robin across submitters."""
+    now = now or timezone.now()
+    rows = list(
+        EvaluationRun.objects.filter(status__in=ACTIVE_RUN_STATUSES).values_list(
+            "kind", "status", "started_at", "cycle_id", "submission_id", "probe_version__probe__owner_id"
+        )
+    )
+    estimate = run_seconds_estimated({r[0] for r in rows})
+    system = set(SystemAccount.objects.values_list("user_id", flat=True))
+    # one lane per submitter (the probe's owner), as the workers take turns; the maintainers' two
+    lanes: dict[str | int, list] = {}
+    for kind, status, started, cycle, submission, owner in rows:
+        key = "cycle" if cycle is not None else "reference" if owner in system else owner
+        lanes.setdefault(key, []).append((kind, status, started, submission))
+    shares = []
+    for lane, runs in lanes.items():
+        work = _work([r[:3] for r in runs], estimate=estimate, now=now)
+        ids = sorted({r[3] for r in runs if r[3] is not None})
+        if lane == "cycle":
+            share = QueueShare("Quarterly re-evaluation (maintainers)", ids, work, maintainers=True)
+        elif lane == "reference":
+            share = QueueShare("Reference probes (maintainers)", ids, work, maintainers=True)
+        elif ids:
+            share = QueueShare("The submitter of " + ", ".join(f"#{i}" for i in ids), ids, work)
+        else:
+            share = QueueShare("A submitter's probes, on tasks added since (coverage backfill)", ids, work)
+        shares.append(share)
+    total = sum(s.work.seconds for s in shares)
+    for share in shares:
+        share.share = share.work.seconds / total if total else 0.0
+    return sorted(shares, key=lambda s: (not s.maintainers, -s.work.seconds, s.label))

@@ -2,7 +2,8 @@
 (to submissions, coverage, re-evaluation cycles and reference updates). The top of the services
 order: nothing imports it but the Celery tasks, the admin and the management commands.
 
-    evaluation_run_process     execute one run (services.runs), then fan out
+    evaluation_run_process     execute one run (services.runs; the run task: the next fair run of
+                               its queue), then fan out
     evaluation_run_fan_out     a run finished: advance its submission(s), its cycle, the backfill
                                it completes, the reference update it belongs to
     evaluation_runs_reconcile  re-queue runs whose worker died or whose message was lost, and
@@ -40,10 +41,16 @@ log = logging.getLogger(__name__)
 Run = EvaluationRun
 
 
-def evaluation_run_process(*, run_id: int, worker: str | None = None) -> str:
+def evaluation_run_process(
+    *, run_id: int, worker: str | None = None, fair: bool = False, retry: bool = False
+) -> str:
     """Execute one run end to end (:func:`services.runs.evaluation_run_execute`) and fan out once it
-    has finished. Returns what happened: skipped | succeeded | failed | lost."""
-    return evaluation_run_execute(run_id=run_id, worker=worker, on_finished=evaluation_run_fan_out)
+    has finished. Returns what happened: skipped | succeeded | failed | lost. ``fair`` (the run
+    task): the next run of ``run_id``'s queue, round-robin across submitters, instead of
+    ``run_id`` itself (``retry``: ``run_id`` first, a retry after an infrastructure fault)."""
+    return evaluation_run_execute(
+        run_id=run_id, worker=worker, on_finished=evaluation_run_fan_out, fair=fair, retry=retry
+    )
 
 
 def evaluation_run_fan_out(run: EvaluationRun) -> None:

@@ -8,7 +8,11 @@ service. What happens once a run has finished is given as ``on_finished``
     evaluation_runs_dispatch_on_commit  publish them to the broker after the transaction commits,
                                each to its kind's queue (primary: score/reference/holdout;
                                secondary: transfer/reproduce/steer)
+    evaluation_run_next        the run a worker takes next from a queue: the maintainers' own
+                               work first, then round-robin across submitters
     evaluation_run_claim       a conditional UPDATE: one winner per queued run
+    evaluation_run_claim_next  claim the next run of a message's queue (a message is a token:
+                               the database decides which run it executes)
     evaluation_run_execute     claim, run the evaluator (leaderboard.runner) under a Heartbeat,
                                store the result while this attempt still holds the run
 """
@@ -19,13 +23,15 @@ import logging
 import socket
 import threading
 from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from celery import current_app
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
-from django.db.models import F, Q
+from django.db.models import F, Max, Min, Q
 from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerOperationalError
 
 from evaluator import CODE_VERSION
 from evaluator.applicability import ModelReads, ProbeReads, applicability
@@ -34,7 +40,7 @@ from evaluator.registry import EVAL_AWARENESS, STRESS_SPLIT
 from leaderboard import runner
 from leaderboard.errors import InfrastructureFault
 from leaderboard.models import BaseModel, EvaluationRun, ProbeVersion, Submission, Task, TaskSplit
-from leaderboard.policy import MAX_ATTEMPTS, PRIMARY_QUEUE, SCORE_SPLITS, run_queue
+from leaderboard.policy import MAX_ATTEMPTS, PRIMARY_QUEUE, RUN_RETRY_BACKOFF_MAX_S, SCORE_SPLITS, run_queue
 from leaderboard.selectors.shared import (
     attack_source_version,
     ea_reference_pending,
@@ -289,14 +295,23 @@ def evaluation_run_publish(run_id: int) -> None:
 
 def evaluation_runs_dispatch_on_commit(runs: list[EvaluationRun]) -> None:
     """Publish the runs to the broker once the transaction that created them commits, so a worker
-    never sees an uncommitted row; primary runs first, each to its kind's queue."""
+    never sees an uncommitted row; primary runs first, each to its kind's queue. A broker that
+    cannot be reached loses nothing: the runs stay queued and the reconciler publishes them again
+    after ``RUN_REQUEUE_AFTER_S``."""
     ordered = sorted(
         ((r.pk, r.kind) for r in runs), key=lambda pk_kind: run_queue(pk_kind[1]) != PRIMARY_QUEUE
     )
 
     def publish() -> None:
-        for pk, kind in ordered:
-            _publish(pk, kind)
+        try:
+            for pk, kind in ordered:
+                _publish(pk, kind)
+        except BrokerOperationalError as exc:
+            log.warning(
+                "broker unreachable (%s): %d run(s) stay queued for the reconciler to publish",
+                exc,
+                len(ordered),
+            )
 
     transaction.on_commit(publish)
 
@@ -306,6 +321,55 @@ def evaluation_runs_dispatch_on_commit(runs: list[EvaluationRun]) -> None:
 
 class RunLost(Exception):
     """The run was taken back (reconciled) while this worker held it: stop, write nothing."""
+
+
+#: the submitter of a run: the owner of the probe it measures
+OWNER = "probe_version__probe__owner"
+#: runs that are the maintainers' own work, outside the round-robin: the system account's
+#: (reference probes) and the quarterly re-evaluation's
+MAINTAINERS_WORK = Q(cycle__isnull=False) | Q(probe_version__probe__owner__system_account__isnull=False)
+
+
+def queue_kinds(queue: str) -> list[str]:
+    """The run kinds published to ``queue`` (``leaderboard.policy.run_queue``)."""
+    return [kind for kind in Run.Kind.values if run_queue(kind) == queue]
+
+
+def evaluation_run_next(*, queue: str, now: datetime | None = None) -> int | None:
+    """The queued run of ``queue`` that a worker should take next (its id), or None.
+
+    - the maintainers' own work first (``MAINTAINERS_WORK``), oldest first, as before fair shares;
+    - then round-robin across submitters: the submitter whose latest run on this queue started
+      longest ago (one never served first; a tie goes to the oldest queued run), and that
+      submitter's oldest queued run. So a second account's first run starts after at most one
+      run of each other account that is waiting, however deep their queues.
+
+    A run put back after an infrastructure fault is left to its own retry message for the
+    backoff (up to ``RUN_RETRY_BACKOFF_MAX_S``); after that any message may take it.
+    """
+    now = now or timezone.now()
+    kinds = queue_kinds(queue)
+    queued = Run.objects.filter(status=Run.Status.QUEUED, kind__in=kinds).exclude(
+        error_kind="infrastructure", queued_at__gt=now - timedelta(seconds=RUN_RETRY_BACKOFF_MAX_S)
+    )
+    oldest_first = queued.order_by("queued_at", "pk").values_list("pk", flat=True)
+    maintainers = oldest_first.filter(MAINTAINERS_WORK).first()
+    if maintainers is not None:
+        return maintainers
+    # submitter → their oldest queued run's time
+    waiting = dict(queued.order_by().values_list(OWNER).annotate(first=Min("queued_at")))
+    if not waiting:
+        return None
+    # submitter → their latest run start on this queue
+    served = dict(
+        Run.objects.filter(kind__in=kinds, started_at__isnull=False, **{f"{OWNER}__in": list(waiting)})
+        .exclude(MAINTAINERS_WORK)
+        .order_by()
+        .values_list(OWNER)
+        .annotate(last=Max("started_at"))
+    )
+    owner = min(waiting, key=lambda o: (o in served, served.get(o, waiting[o]), waiting[o], o))
+    return oldest_first.filter(**{OWNER: owner}).first()
 
 
 def evaluation_run_claim(*, run_id: int, worker: str) -> EvaluationRun | None:
@@ -332,6 +396,28 @@ def evaluation_run_claim(*, run_id: int, worker: str) -> EvaluationRun | None:
             status=Submission.Status.RUNNING, updated_at=now
         )
     return run
+
+
+def evaluation_run_claim_next(*, run_id: int, worker: str, retry: bool = False) -> EvaluationRun | None:
+    """Claim the run a message for ``run_id`` executes: the next run of ``run_id``'s queue
+    (:func:`evaluation_run_next`), not necessarily ``run_id``. Every queued run was published once
+    to its queue (and again by the reconciler or a retry), so each queue holds at least as many
+    messages as queued runs: a message is a token for one run of its queue. A ``retry`` message (a
+    retry after an infrastructure fault) claims its own run first, when that run is still queued.
+    None when nothing is queued there (a duplicate message)."""
+    kind = Run.objects.filter(pk=run_id).values_list("kind", flat=True).first()
+    if kind is None:
+        return None
+    if retry:
+        own = evaluation_run_claim(run_id=run_id, worker=worker)
+        if own is not None:
+            return own
+    # a lost race (another worker claimed the run first) tries the next one
+    while (next_id := evaluation_run_next(queue=run_queue(kind))) is not None:
+        run = evaluation_run_claim(run_id=next_id, worker=worker)
+        if run is not None:
+            return run
+    return None
 
 
 def run_held(run: EvaluationRun):
@@ -385,10 +471,20 @@ class Heartbeat:
             raise RunLost(f"run {self.run.pk} was re-queued while running")
 
 
-def evaluation_run_execute(*, run_id: int, worker: str | None = None, on_finished: OnFinished) -> str:
+def evaluation_run_execute(
+    *,
+    run_id: int,
+    worker: str | None = None,
+    on_finished: OnFinished,
+    fair: bool = False,
+    retry: bool = False,
+) -> str:
     """Execute one run end to end. Returns what happened: skipped | succeeded | failed | lost.
     ``on_finished(run)`` is called once the run has finished (succeeded or failed) under this
     attempt (``leaderboard.services.lifecycle.evaluation_run_fan_out``).
+
+    ``fair`` (the run task): execute the next run of ``run_id``'s queue instead
+    (:func:`evaluation_run_claim_next`; ``retry``: a retry of ``run_id``); else ``run_id`` or nothing.
 
     Artifact faults fail the run (and its submission) with the reason, no retry. Infrastructure
     faults put the run back in the queue and re-raise so the Celery task retries with backoff;
@@ -396,7 +492,10 @@ def evaluation_run_execute(*, run_id: int, worker: str | None = None, on_finishe
     ``RUN_SOFT_LIMIT_S``) fails with that reason, no retry: running it again would take as long.
     """
     worker = worker or socket.gethostname()
-    run = evaluation_run_claim(run_id=run_id, worker=worker)
+    if fair:
+        run = evaluation_run_claim_next(run_id=run_id, worker=worker, retry=retry)
+    else:
+        run = evaluation_run_claim(run_id=run_id, worker=worker)
     if run is None:
         return "skipped"
     try:
@@ -472,4 +571,4 @@ def _run_infrastructure_fault(run: EvaluationRun, exc: Exception, on_finished: O
     run_held(run).update(
         status=Run.Status.QUEUED, error=message, error_kind="infrastructure", queued_at=timezone.now()
     )
-    raise InfrastructureFault(message) from exc
+    raise InfrastructureFault(message, run_id=run.pk) from exc

@@ -1,8 +1,9 @@
 """Submissions: validate an upload and queue its evaluation, reject one, and score one once the
 runs the board ranks on have finished.
 
-    submission_create    validate metadata + artifact, store the file, create the rows, plan the
-                         runs, dispatch them on commit
+    submission_create    validate metadata + artifact, create the rows, plan the runs, refuse
+                         them past the account's queue cap (429), store the file, dispatch the
+                         runs on commit
     submission_advance   once the runs the board ranks on are finished: score it (or fail it), run
                          the leakage rule, start a reference update when it is an eval-awareness
                          reference probe; its secondary runs (transfer, reproduce, steer) may
@@ -10,15 +11,23 @@ runs the board ranks on have finished.
     submission_secondary_refresh  a secondary run finished after the Score: recompute it
     reference_probe_submit  submit a registry reference probe under the system account; an
                          earlier copy of its file by anyone else is set aside (displaced) and its
-                         submission rejected, saying so
+                         submission rejected, saying so; a probe of anyone else's that holds
+                         the reference's slug is moved to another slug, saying so
+
+The reference probes' names and slugs (registry/reference_probes/manifest.yaml) are reserved from
+the start: nobody but the system account may submit under one (``accounts.probe_name_reserved``).
 """
 
 from __future__ import annotations
 
 import logging
+import math
+from collections.abc import Callable
 from pathlib import Path
 
+from celery import current_app
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
@@ -27,16 +36,27 @@ from django.utils.text import slugify
 from evaluator.errors import ArtifactError, EvaluatorError
 from evaluator.probes import probe_from_bytes
 from leaderboard import artifacts
-from leaderboard.errors import Conflict, DuplicateArtifact, ServiceError, ValidationFailed
+from leaderboard.accounts import probe_name_reserved
+from leaderboard.errors import (
+    Conflict,
+    DuplicateArtifact,
+    QueueFull,
+    ServiceError,
+    ServiceUnavailable,
+    ValidationFailed,
+)
 from leaderboard.models import EvaluationRun, Probe, ProbeVersion, Score, Submission, Task, is_system_account
 from leaderboard.policy import PRIMARY_RUN_KINDS
+from leaderboard.presentation import duration_text
 from leaderboard.selectors.shared import SETTLED_STEP, is_ea_reference_candidate, submission_runs
+from leaderboard.selectors.submissions import queued_work
 from leaderboard.services.accounts import system_account_get_or_create
 from leaderboard.services.leakage import leakage_rules_on_scoring
 from leaderboard.services.reference_updates import reference_update_start
 from leaderboard.services.runs import TERMINAL, evaluation_runs_dispatch_on_commit, evaluation_runs_plan
 from leaderboard.services.scores import submission_score
-from leaderboard.validation import CleanMetadata, metadata_validate, parse_json_field
+from leaderboard.validation import CleanMetadata, metadata_validate, parse_json_field, probe_name_clean
+from probebench.broker import broker_reachable
 
 log = logging.getLogger(__name__)
 Run = EvaluationRun
@@ -53,9 +73,12 @@ def submission_create(
     reference_role: str = "",
 ) -> Submission:
     """Validate an upload and queue its evaluation. Any rejection raises a ServiceError (400, 409,
-    413) and leaves no row and no stored file behind.
+    413, 429; 503 when the broker cannot be reached) and leaves no row and no stored file behind.
 
-    Every check that can refuse the upload runs before its file is stored; the file is stored
+    Every check that can refuse the upload runs before its file is stored: the queue cap
+    (:func:`_raise_if_queue_full`, 429) last, inside the transaction, once the runs are planned
+    (rolled back if it refuses), under a lock on the account's row, so two uploads of one account
+    at the same moment are counted one after the other. The file is stored
     under its content hash and never deleted here, even when the transaction fails: an identical
     upload sent at the same moment (a double click) shares the path, and its row may be the one
     that commits. A file whose rows never commit is removed by ``artifacts_orphaned_remove``."""
@@ -65,6 +88,8 @@ def submission_create(
     metadata = parse_json_field(metadata, "metadata")
     recipe = parse_json_field(recipe, "recipe")
     clean = metadata_validate(metadata, recipe=recipe)
+    if not is_system_account(user):
+        _raise_if_reserved_name(clean.name)
     if not Task.objects.filter(category=clean.category, status=Task.Status.ACTIVE).exists():
         raise ValidationFailed(
             f"category: {clean.category.slug} has no active task yet, so nothing can be measured",
@@ -78,10 +103,14 @@ def submission_create(
     kind = _artifact_validate(data, clean)
     if clean.probe_slug:
         _probe_version_check(user=user, clean=clean)
+    _raise_if_broker_down()
 
-    relpath, _ = artifacts.artifact_store(data, sha)
+    relpath = artifacts.artifact_relpath(sha)
     try:
         with transaction.atomic():
+            capped = settings.MAX_QUEUED_RUN_SECONDS > 0 and not is_system_account(user)
+            if capped:
+                get_user_model().objects.select_for_update().get(pk=user.pk)
             probe = _probe_for(
                 user=user, clean=clean, is_reference=is_reference, reference_role=reference_role
             )
@@ -114,6 +143,9 @@ def submission_create(
                 step="validated",
             )
             runs = evaluation_runs_plan(version=version, submission=submission)
+            if capped:
+                _raise_if_queue_full(user=user, submission=submission)
+            artifacts.artifact_store(data, sha)
             submission.status = Submission.Status.QUEUED
             submission.step = f"queued: {len(runs)} evaluation run(s)"
             submission.save(update_fields=["status", "step", "updated_at"])
@@ -123,6 +155,56 @@ def submission_create(
         raise
     log.info("submission %s queued: %s (%d runs)", submission.pk, version, len(runs))
     return submission
+
+
+def _raise_if_broker_down() -> None:
+    """503, before anything is written, when the broker the runs are published to cannot be reached
+    (tasks run in this process when ``CELERY_TASK_ALWAYS_EAGER``: no broker is needed)."""
+    if not current_app.conf.task_always_eager and not broker_reachable():
+        raise ServiceUnavailable(
+            "the evaluation queue (the task broker) cannot be reached right now, so nothing was stored;"
+            " send the same submission again in a few minutes"
+        )
+
+
+def _raise_if_reserved_name(name: str) -> None:
+    """400 for a name that is (or looks like, or slugs to) a reference probe's name or slug."""
+    reference = probe_name_reserved(name)
+    if reference is not None:
+        raise ValidationFailed(
+            f"name: {name!r} is reserved for the reference probe {reference!r}, which the maintainers"
+            " install; names that read the same, and names that give the same slug, are reserved too:"
+            " choose another name",
+            field="name",
+        )
+
+
+def _raise_if_queue_full(*, user, submission: Submission) -> None:
+    """429 when this submission's runs would take its account's queued work (the queued and running
+    runs of its submissions, in estimated run-seconds: ``selectors.submissions.queued_work``) over
+    ``MAX_QUEUED_RUN_SECONDS``. An account with nothing queued may always submit one, however large.
+    The wait is the estimated time until its queued work has fallen far enough, at the pace of its
+    runs executing now (at least one)."""
+    cap = settings.MAX_QUEUED_RUN_SECONDS
+    total = queued_work(submitter=user)
+    new = queued_work(submission=submission)
+    if total.seconds <= cap or total.runs == new.runs:
+        return
+    before = total.seconds - new.seconds
+    wait = max(1, math.ceil(min(total.seconds - cap, before) / max(total.running, 1)))
+    raise QueueFull(
+        f"artifact: your queued evaluations already take about {duration_text(before)} of worker time,"
+        f" and this submission would add {new.runs} runs, about {duration_text(new.seconds)}; an account"
+        f" may have at most {duration_text(cap)} queued (PROBEBENCH_MAX_QUEUED_RUN_SECONDS = {cap} s)."
+        f" Submit it again in about {duration_text(wait)}, once more of your runs have finished",
+        field="artifact",
+        retry_after_s=wait,
+        extra={
+            "queued_run_seconds": round(before),
+            "submission_run_seconds": round(new.seconds),
+            "max_queued_run_seconds": cap,
+        },
+    )
 
 
 def _raise_if_duplicate(sha: str, *, user) -> None:
@@ -172,6 +254,12 @@ def _probe_version_check(*, user, clean: CleanMetadata, lock: bool = False) -> P
     probe = probes.filter(slug=clean.probe_slug, owner=user).first()
     if probe is None:
         raise ValidationFailed(f"probe: you have no probe {clean.probe_slug!r}", field="probe")
+    if probe.versions.filter(displaced_by_reference=True).exists():
+        raise ValidationFailed(
+            f"probe: {probe.slug} was set aside by the reference-probe install (a version of it is a"
+            " reference probe's file) and takes no new versions; submit a new probe under another name",
+            field="probe",
+        )
     if probe.category_id != clean.category.slug or probe.base_model_id != clean.base_model.slug:
         raise ValidationFailed(
             "probe: a new version must keep the probe's category and base model"
@@ -181,10 +269,15 @@ def _probe_version_check(*, user, clean: CleanMetadata, lock: bool = False) -> P
     return probe
 
 
+def probe_slug_base(name: str) -> str:
+    """The slug a new probe named ``name`` gets when it is free (else ``<slug>-2``, ``-3``, …)."""
+    return slugify(name)[:100] or "probe"
+
+
 def _probe_for(*, user, clean: CleanMetadata, is_reference: bool, reference_role: str) -> Probe:
     if clean.probe_slug:
         return _probe_version_check(user=user, clean=clean, lock=True)
-    base = slugify(clean.name)[:100] or "probe"
+    base = probe_slug_base(clean.name)
     slug, n = base, 1
     while Probe.objects.filter(slug=slug).exists():
         n += 1
@@ -339,16 +432,23 @@ def submissions_secondary_reconcile() -> int:
     )
 
 
-def reference_probe_submit(*, artifact: Path, metadata: dict, role: str = "") -> tuple[Submission, bool]:
+def reference_probe_submit(
+    *, artifact: Path, metadata: dict, role: str = "", notify: Callable[[str], object] | None = None
+) -> tuple[Submission, bool]:
     """Submit a registry reference probe (its ``probe.safetensors`` and metadata) under the system
     account, with its role. Returns the submission and whether it is new: a file the system
     account already submitted is not submitted again.
 
     The install takes precedence over anyone who submitted the same file first (the file is
     public in the registry): that earlier copy is set aside (``displaced_by_reference``, so the
-    file can be accepted once more) and its submission rejected with a public reason naming the
-    reference probe; its probe, other versions and records stay. Nobody else can ever own a
-    reference probe, and an eval-awareness reference is only ever the system account's."""
+    file can be accepted once more; its probe takes no new versions) and its submission rejected
+    with a public reason naming the reference probe; its probe, other versions and records stay.
+    It also takes precedence over a probe of anyone else that holds the reference's slug (made
+    before the reference probes' names were reserved): that probe is moved to another slug and
+    renamed (:func:`_reference_slug_reclaim`), so the reference gets its own slug, never ``…-2``.
+    Each of these is logged as a warning and passed to ``notify`` (the install prints it). Nobody
+    else can ever own a reference probe, and an eval-awareness reference is only ever the system
+    account's."""
     system = system_account_get_or_create()
     sha = artifacts.sha256_bytes(artifact.read_bytes())
     with transaction.atomic():
@@ -361,6 +461,9 @@ def reference_probe_submit(*, artifact: Path, metadata: dict, role: str = "") ->
             return existing.submission, False
         if existing is not None:
             ProbeVersion.objects.filter(pk=existing.pk).update(displaced_by_reference=True)
+        _reference_slug_reclaim(
+            probe_slug_base(probe_name_clean(metadata.get("name"))), system=system, notify=notify
+        )
         with open(artifact, "rb") as fh:
             submission = submission_create(
                 user=system,
@@ -371,11 +474,37 @@ def reference_probe_submit(*, artifact: Path, metadata: dict, role: str = "") ->
                 reference_role=role,
             )
         if existing is not None:
-            _reference_copy_reject(existing, reference=submission.probe_version)
+            _reference_copy_reject(existing, reference=submission.probe_version, notify=notify)
     return submission, True
 
 
-def _reference_copy_reject(version: ProbeVersion, *, reference: ProbeVersion) -> None:
+def _reference_slug_reclaim(slug: str, *, system, notify: Callable[[str], object] | None) -> None:
+    """Free ``slug`` (the one a reference probe's name gives) for the reference probe: a probe of
+    anyone but the system account that holds it is moved to ``<slug>-renamed-<id>`` and its name
+    marked as not the reference's. Nothing else about it changes (owner, versions, scores)."""
+    holder = Probe.objects.select_for_update().filter(slug=slug).exclude(owner=system).first()
+    if holder is None:
+        return
+    new_slug, n = f"{slug}-renamed-{holder.pk}", 1
+    while Probe.objects.filter(slug=new_slug).exists():
+        n += 1
+        new_slug = f"{slug}-renamed-{holder.pk}-{n}"
+    suffix = " (not the reference probe)"
+    name_max = Probe._meta.get_field("name").max_length or 160
+    new_name = holder.name[: name_max - len(suffix)] + suffix
+    message = (
+        f"probe {holder.slug!r} (id {holder.pk}, owner {holder.owner.username!r}) held the slug of the"
+        f" reference probe; it is now {new_slug!r}, named {new_name!r}: a maintainer may want to review it"
+    )
+    Probe.objects.filter(pk=holder.pk).update(slug=new_slug, name=new_name)
+    log.warning(message)
+    if notify is not None:
+        notify(message)
+
+
+def _reference_copy_reject(
+    version: ProbeVersion, *, reference: ProbeVersion, notify: Callable[[str], object] | None = None
+) -> None:
     """Reject the submission of a copy set aside for a reference probe's install, saying why."""
     reason = (
         f"this file is the reference probe {reference.probe.slug}, which the maintainers install"
@@ -388,3 +517,7 @@ def _reference_copy_reject(version: ProbeVersion, *, reference: ProbeVersion) ->
         updated_at=timezone.now(),
     )
     log.warning("%s set aside: its file is the reference probe %s", version, reference)
+    if notify is not None:
+        notify(
+            f"{version} (owner {version.probe.owner.username!r}) set aside: its file is this reference probe"
+        )

@@ -15,6 +15,7 @@ from django import template
 from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from leaderboard.presentation import duration_text
 from leaderboard.templatetags.progress import pending_axes_html
 
 register = template.Library()
@@ -95,6 +96,12 @@ def days(value: timedelta | None):
         return "—"
     d = value.total_seconds() / 86400
     return f"{d:.1f} days" if d >= 1 else f"{value.total_seconds() / 3600:.0f} h"
+
+
+@register.filter
+def duration(seconds: float | None):
+    """Seconds in words: "45 s", "12 min", "2 h 05 min"."""
+    return duration_text(seconds)
 
 
 @register.filter

@@ -42,6 +42,7 @@ def signup(request):
 @form_throttled(scope="submissions")  # one budget with POST /api/v1/submissions
 def submit(request):
     form = SubmissionForm(request.POST or None, request.FILES or None)
+    refused: ServiceError | None = None
     if request.method == "POST" and form.is_valid():
         try:
             submission = submission_create(
@@ -52,6 +53,7 @@ def submit(request):
                 via="web",
             )
         except ServiceError as exc:
+            refused = exc
             field = FIELD_FOR.get(exc.field, exc.field)
             form.add_error(field if field in form.fields else None, exc.message)
             if "existing_url" in exc.extra:
@@ -60,7 +62,12 @@ def submit(request):
             messages.success(request, "Submitted: your probe is queued for evaluation.")
             return redirect(submission)
     status = 200 if request.method == "GET" or form.is_valid() and not form.errors else 400
-    return render(request, "leaderboard/submit.html", {"form": form}, status=status)
+    if refused is not None and refused.status_code in (429, 503):  # the queue cap, the broker down
+        status = refused.status_code
+    response = render(request, "leaderboard/submit.html", {"form": form}, status=status)
+    for header, value in (refused.headers if refused is not None else {}).items():
+        response[header] = value
+    return response
 
 
 def _visible_submission(request, pk: int) -> Submission:

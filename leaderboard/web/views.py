@@ -55,7 +55,7 @@ from leaderboard.selectors.probes import artifact_version_get, probe_detail
 from leaderboard.selectors.progress import board_pending_attach, failures_public, pending_by_category
 from leaderboard.selectors.registry import base_model_detail, base_model_list, task_detail
 from leaderboard.selectors.reliability import reliability_rows
-from leaderboard.selectors.submissions import submission_queue
+from leaderboard.selectors.submissions import queue_shares, submission_queue
 from leaderboard.web import plots
 
 BOARD_PAGE_SIZE = 50
@@ -480,6 +480,7 @@ def queue(request):
         "leaderboard/queue.html",
         {
             "entries": submission_queue(),
+            "shares": queue_shares(),
             "failures": failures_public(),
             "goal_days": POLICY["review_goal_days"],
         },
