@@ -73,9 +73,9 @@ demo: install $(if $(findstring qwen,$(MODELS)),qwen)
 	exec env $(DEMO_SECRET) $(if $(MODELS),PROBEBENCH_MODELS=$(MODELS)) $(PY) manage.py demo --host $(HOST) --port $(PORT) $(if $(ONLY),--only $(ONLY))
 
 # The whole default suite; long runs (every reference probe retrained, Gemma) are marked slow
-# and run by `make bench`.
+# and run by `make bench`. The summary lists the 30 slowest tests (BENCHMARKS.md keeps them).
 test: install browser
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow" --durations=30 --durations-min=5
 
 # The fast part: no model, no browser.
 test-fast: install
