@@ -7,7 +7,7 @@ For each reference probe of the manifest that the attack applies to (one prompt,
 model), on its recipe's task: ``python -m evaluator attack`` at the protocol's budget (the clean
 recall, the recall under attack, the steps to halve it, seconds), and the transfer attack: the
 suffix the same attack made against the transfer source of its category, model and task (the rule
-the workers use, ``evaluator.attack.source_order``) applied to it. Sources are attacked first, their
+the workers use, ``evaluator.axes.attack.source_order``) applied to it. Sources are attacked first, their
 suffixes kept in a temporary directory. Results are appended to ``--out`` (JSON lines) as they come,
 so a survey cut short by ``--max-minutes`` keeps what it measured; a markdown table is printed at
 the end. Not a test: minutes per probe on 2 cores. Reuses the activation cache of a filled board
@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 def eligible(registry, entries):
     """(entry, probe) for every manifest entry the attack applies to."""
-    from evaluator.attack import attack_applies
-    from evaluator.probes import load_probe
+    from evaluator.axes.attack import attack_applies
+    from evaluator.core.probes import load_probe
 
     out = []
     for entry in entries:
@@ -43,10 +43,10 @@ def eligible(registry, entries):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from evaluator.attack import attack_probe, source_order
-    from evaluator.models import load_model
-    from evaluator.reference_probes import load_manifest
-    from evaluator.registry import load_registry
+    from evaluator.axes.attack import attack_probe, source_order
+    from evaluator.commands.reference_probes import load_manifest
+    from evaluator.core.models import load_model
+    from evaluator.data.registry import load_registry
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "var" / "cache")

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the CLI does; see evaluator/train_cli.py
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the CLI does; see evaluator/commands/train_cli.py
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -35,9 +35,9 @@ def share_models(cache_dir: Path, models_from: Path) -> None:
 
 def timed_call(task: str, split: str, layer: int, cache_dir: Path) -> dict:
     """Load the model, then time one split_activations call (used for the new-process check)."""
-    from evaluator.activations import ActivationCache, split_activations
-    from evaluator.models import load_model
-    from evaluator.registry import load_registry
+    from evaluator.core.activations import ActivationCache, split_activations
+    from evaluator.core.models import load_model
+    from evaluator.data.registry import load_registry
 
     registry = load_registry(ROOT)
     lm = load_model(MODEL, registry=registry, cache_dir=cache_dir, device="cpu", dtype="float32")
@@ -61,9 +61,9 @@ def main() -> int:
         print(json.dumps(timed_call(args.task, args.split, args.layer, args.child)))
         return 0
 
-    from evaluator.activations import ActivationCache, split_activations
-    from evaluator.models import load_model
-    from evaluator.registry import load_registry
+    from evaluator.core.activations import ActivationCache, split_activations
+    from evaluator.core.models import load_model
+    from evaluator.data.registry import load_registry
 
     registry = load_registry(ROOT)
     with tempfile.TemporaryDirectory() as tmp:

@@ -2,7 +2,7 @@
 
 Three ways to get the residual stream at a mid layer (last token) for the same N prompts:
 
-- ``ours``: evaluator.activations.harvest — bare base model, forward stopped after the layer,
+- ``ours``: evaluator.core.activations.harvest — bare base model, forward stopped after the layer,
   length-sorted right-padded batches.
 - ``script-b1``: the common script — full AutoModelForCausalLM(..., output_hidden_states=True)
   in fp32, one prompt at a time.
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the CLI does; see evaluator/train_cli.py
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the CLI does; see evaluator/commands/train_cli.py
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -36,8 +36,8 @@ METHODS = ("ours", "script-b1", "script-b32")
 
 
 def prompts_for(task_id: str, n: int) -> list[str]:
-    from evaluator.activations import read_split, render_prompts
-    from evaluator.registry import load_registry
+    from evaluator.core.activations import read_split, render_prompts
+    from evaluator.data.registry import load_registry
 
     registry = load_registry(ROOT)
     rows = read_split(registry, task_id, "train")
@@ -52,13 +52,13 @@ def worker(method: str, prompts: list[str], layer: int, cache_dir: Path, out: Pa
     import numpy as np
     import torch
 
-    from evaluator.models import converted_dir, load_model
-    from evaluator.registry import load_registry
+    from evaluator.core.models import converted_dir, load_model
+    from evaluator.data.registry import load_registry
 
     registry = load_registry(ROOT)
     start = time.perf_counter()
     if method == "ours":
-        from evaluator.activations import harvest
+        from evaluator.core.activations import harvest
 
         lm = load_model(MODEL, registry=registry, cache_dir=cache_dir, device="cpu", dtype="float32")
         tokenizer = lm.tokenizer

@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the CLI does; see evaluator/train_cli.py
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the CLI does; see evaluator/commands/train_cli.py
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -102,7 +102,7 @@ def _bytes(directory: Path) -> tuple[int, int]:
 
 
 def bench_harvest(registry, lm, probes, workdir: Path) -> dict[str, Any]:
-    from evaluator.activations import ActivationCache, split_activations
+    from evaluator.core.activations import ActivationCache, split_activations
 
     out: dict[str, Any] = {"probes": {p.metadata.name: p.layer for p in probes}}
     scores: dict[str, list[np.ndarray]] = {}
@@ -148,13 +148,12 @@ def bench_harvest(registry, lm, probes, workdir: Path) -> dict[str, Any]:
 def bench_steer(registry, lm, probe, *, n: int, repeats: int) -> dict[str, Any]:
     """The interventions of one seed's random comparison (the probe's direction and K random ones,
     added and projected out) on the readout prompts of ``n`` test rows: one replay of the upper
-    blocks per intervention (:func:`evaluator.steer.readouts`) vs the interventions stacked
-    (:func:`evaluator.steer.readouts_batched`), alternated ``repeats`` times (the fastest of each
+    blocks per intervention (:func:`evaluator.axes.steer.readouts`) vs the interventions stacked
+    (:func:`evaluator.axes.steer.readouts_batched`), alternated ``repeats`` times (the fastest of each
     is reported: alternating exposes both paths to the load of a shared machine alike)."""
     import torch
 
-    from evaluator.activations import HarvestConfig, read_split, render
-    from evaluator.steer import (
+    from evaluator.axes.steer import (
         _ablation,
         _addition,
         _encode,
@@ -165,6 +164,7 @@ def bench_steer(registry, lm, probe, *, n: int, repeats: int) -> dict[str, Any]:
         readouts_batched,
         unit_direction,
     )
+    from evaluator.core.activations import HarvestConfig, read_split, render
 
     settings = registry.protocol().steering
     task = registry.task(TASK)
@@ -209,7 +209,7 @@ def bench_steer(registry, lm, probe, *, n: int, repeats: int) -> dict[str, Any]:
 
 
 def bench_transfer(registry, models: dict[str, Any], probes, *, target: str, workdir: Path, n_examples: int):
-    from evaluator.transfer import cross_model_transfer
+    from evaluator.axes.transfer import cross_model_transfer
 
     out: dict[str, Any] = {"target": target, "n_examples": n_examples}
     rho: dict[str, list[float]] = {}
@@ -262,9 +262,9 @@ def main() -> int:
 
     import torch
 
-    from evaluator.models import load_model
-    from evaluator.probes import load_probe
-    from evaluator.registry import load_registry
+    from evaluator.core.models import load_model
+    from evaluator.core.probes import load_probe
+    from evaluator.data.registry import load_registry
 
     load_before = os.getloadavg()
     summary: dict[str, Any] = {

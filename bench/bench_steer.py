@@ -39,8 +39,8 @@ def random_probe_write(
     seed: int = 12345,
 ) -> Path:
     """A linear probe whose direction is a seeded random unit vector (the control)."""
-    from evaluator.probes import save_probe
-    from evaluator.registry import load_registry
+    from evaluator.core.probes import save_probe
+    from evaluator.data.registry import load_registry
 
     d_model = load_registry(ROOT).model(model).d_model
     weight = np.random.default_rng(seed).standard_normal(d_model)
@@ -64,10 +64,10 @@ def random_probe_write(
 
 
 def bench(probe_dir: Path, *, task: str, n: int, device: str) -> dict:
-    from evaluator.models import clear_model_memo, load_model
-    from evaluator.probes import load_probe
-    from evaluator.registry import load_registry
-    from evaluator.steer import steer_probe
+    from evaluator.axes.steer import steer_probe
+    from evaluator.core.models import clear_model_memo, load_model
+    from evaluator.core.probes import load_probe
+    from evaluator.data.registry import load_registry
 
     registry = load_registry(ROOT)
     probe = load_probe(probe_dir, registry=registry)

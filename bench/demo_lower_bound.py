@@ -42,7 +42,7 @@ def reference_groups(registry) -> tuple[dict[str, dict], dict[tuple, set[str]]]:
     """slug → probe.json, and group (model, task, split, input, position) → slugs that read it."""
     import yaml
 
-    from evaluator.applicability import ProbeReads, applicability
+    from evaluator.core.applicability import ProbeReads, applicability
 
     manifest = yaml.safe_load((ROOT / "registry/reference_probes/manifest.yaml").read_text())["probes"]
     probes = {
@@ -69,7 +69,7 @@ def reference_groups(registry) -> tuple[dict[str, dict], dict[tuple, set[str]]]:
 
 
 def group_prompts(registry, group: tuple) -> list[str]:
-    from evaluator.activations import read_split, render_prompts
+    from evaluator.core.activations import read_split, render_prompts
 
     model, task_id, split, input_kind, _ = group
     rows = read_split(registry, task_id, split, model=model)
@@ -84,9 +84,9 @@ def main() -> int:
 
     import torch
 
-    from evaluator.activations import harvest, residual_layers
-    from evaluator.models import load_model
-    from evaluator.registry import load_registry
+    from evaluator.core.activations import harvest, residual_layers
+    from evaluator.core.models import load_model
+    from evaluator.data.registry import load_registry
 
     registry = load_registry(ROOT)
     probes, groups = reference_groups(registry)

@@ -1,6 +1,6 @@
 """After the choice: how every eval-awareness candidate would have done on the format shift.
 
-The eval-awareness reference probe is chosen on train alone (evaluator/ea_selection.py). This
+The eval-awareness reference probe is chosen on train alone (evaluator/axes/ea_selection.py). This
 script looks, afterwards, at what the choice could not see: every candidate of the manifest's
 selection grid (method × position × layer) fitted on the whole train split and scored on
 benchmark-vs-user-v1's distshift split, beside the text panel's strongest member there. It chooses
@@ -25,15 +25,15 @@ TASK = "benchmark-vs-user-v1"
 
 
 def main() -> None:
-    from evaluator.activations import ActivationCache, split_activations
-    from evaluator.cli import default_cache_dir
-    from evaluator.evaluate import harvest_config_default
-    from evaluator.metrics import auroc
-    from evaluator.models import load_model
-    from evaluator.recipes import fit_recipe
-    from evaluator.reference_probes import load_manifest, score_tensors
-    from evaluator.registry import load_registry
-    from evaluator.text_baselines import load_panel, strongest
+    from evaluator.axes.evaluate import harvest_config_default
+    from evaluator.axes.text_baselines import load_panel, strongest
+    from evaluator.commands.base import default_cache_dir
+    from evaluator.commands.reference_probes import load_manifest, score_tensors
+    from evaluator.core.activations import ActivationCache, split_activations
+    from evaluator.core.models import load_model
+    from evaluator.core.recipes import fit_recipe
+    from evaluator.data.registry import load_registry
+    from evaluator.metrics.metrics import auroc
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--slug", default="ea-ctx-smollm2", help="a selection entry of the manifest")

@@ -6,7 +6,7 @@ generation throughput (numbers in BENCHMARKS.md).
 
 Each model runs in its own subprocess, so its peak RSS is its own, one after the other:
 
-- ``load_s``: :func:`evaluator.models.load_model` from the converted cache (converted first, untimed,
+- ``load_s``: :func:`evaluator.core.models.load_model` from the converted cache (converted first, untimed,
   if it is not there yet);
 - ``harvest_tok_s``: the workers' harvest (every layer, last token, the protocol's batches) over
   ``--n`` prompts of cities-truth-v1's train split, real tokens per second;
@@ -46,11 +46,11 @@ REQUESTS = (
 
 def measure(model_id: str, n: int, new_tokens: int, cache_dir: str) -> dict:
     """In the subprocess: every measurement of one model."""
-    from evaluator.activations import harvest, read_split, render_prompts, residual_layers
-    from evaluator.builders.generate import greedy_generate
-    from evaluator.evaluate import harvest_config_default
-    from evaluator.models import _MEMO, load_model
-    from evaluator.registry import load_registry
+    from evaluator.axes.evaluate import harvest_config_default
+    from evaluator.core.activations import harvest, read_split, render_prompts, residual_layers
+    from evaluator.core.generate import greedy_generate
+    from evaluator.core.models import _MEMO, load_model
+    from evaluator.data.registry import load_registry
 
     reg = load_registry(ROOT)
     load_model(model_id, registry=reg, cache_dir=cache_dir, device="cpu", memo=False)  # converts once

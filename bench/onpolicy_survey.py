@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 # the judge of the on-policy refusal task: refusal phrases (the GCG evaluation's, Zou et al. 2023)
-from evaluator.builders.onpolicy_refusal import refused  # noqa: E402
+from evaluator.data.builders.onpolicy_refusal import refused  # noqa: E402
 
 SMOL, GEMMA = "smollm2-135m-instruct", "gemma-3-270m"
 
@@ -42,14 +42,14 @@ def main() -> None:
     p.add_argument("--n", type=int, default=64, help="items per measurement")
     args = p.parse_args()
 
-    from evaluator.builders.common import BuildContext, read_split
-    from evaluator.builders.generate import greedy_generate
-    from evaluator.builders.geography import load_cities, other_country
-    from evaluator.builders.onpolicy import DS_PROMPT, PROMPT, names_country
-    from evaluator.builders.onpolicy_arithmetic import PROMPT as ADD_PROMPT
-    from evaluator.builders.onpolicy_arithmetic import sums_right
-    from evaluator.builders.sources import DEFAULT_SOURCES_DIR, fetch
-    from evaluator.registry import load_registry
+    from evaluator.core.generate import greedy_generate
+    from evaluator.data.builders.common import BuildContext, read_split
+    from evaluator.data.builders.geography import load_cities, other_country
+    from evaluator.data.builders.onpolicy import DS_PROMPT, PROMPT, names_country
+    from evaluator.data.builders.onpolicy_arithmetic import PROMPT as ADD_PROMPT
+    from evaluator.data.builders.onpolicy_arithmetic import sums_right
+    from evaluator.data.builders.sources import DEFAULT_SOURCES_DIR, fetch
+    from evaluator.data.registry import load_registry
 
     reg = load_registry(ROOT)
     cache = ROOT / "var" / "cache"

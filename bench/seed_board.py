@@ -54,9 +54,9 @@ def seed(
     from django.contrib.auth import get_user_model
     from django.db import transaction
 
-    from evaluator.registry import LicenseSpec
-    from evaluator.registry import WeightsSpec as SpecData
-    from evaluator.scoring import Measurements, probe_score
+    from evaluator.data.registry import LicenseSpec
+    from evaluator.data.registry import WeightsSpec as SpecData
+    from evaluator.metrics.scoring import Measurements, probe_score
     from leaderboard import models as m
 
     if m.Probe.objects.exclude(owner__username=SYNTHETIC_OWNER).exists():

@@ -1,5 +1,5 @@
 import sys
 
-from evaluator.cli import main
+from evaluator.commands.cli import main
 
 sys.exit(main())

@@ -208,8 +208,8 @@ class CycleStartForm(forms.Form):
     quarter = forms.CharField(max_length=6, help_text="e.g. 2026Q4: one cycle per quarter")
 
     def clean_quarter(self):
+        from evaluator.data.holdouts import quarter_validate
         from evaluator.errors import EvaluatorError
-        from evaluator.holdouts import quarter_validate
 
         quarter = self.cleaned_data["quarter"].strip()
         try:

@@ -136,7 +136,7 @@ class Task(models.Model):
 
     def text_panel(self, base_model_id: str | None = None) -> dict:
         """The text-baseline panel a probe on ``base_model_id`` is judged against ({} when none);
-        evaluator.text_baselines reads it (``strongest``, the pinned ``sha256``)."""
+        evaluator.axes.text_baselines reads it (``strongest``, the pinned ``sha256``)."""
         panels = self.text_baselines or {}
         return dict((panels.get(base_model_id or "") if self.on_policy else panels) or {})
 
@@ -266,7 +266,7 @@ def measured_ranking_annotations(weights: dict) -> dict:
     from django.db.models.fields.json import KeyTextTransform, KeyTransform
     from django.db.models.functions import Cast, Round
 
-    from evaluator.registry import COMPONENTS
+    from evaluator.data.registry import COMPONENTS
 
     measured_weight: Expression = Value(0.0, output_field=FloatField())
     for name in COMPONENTS:
@@ -586,9 +586,9 @@ class EvaluationRun(models.Model):
         REFERENCE = "reference"  # the eval-awareness reference probe on this probe's test items
         HOLDOUT = "holdout"  # quarterly re-evaluation on a minted holdout
         REPRODUCE = "reproduce"  # the recipe re-run on the train split, compared with the artifact
-        STEER = "steer"  # direction utility (evaluator.steer): the probe's direction steering the model
-        STRESS = "stress"  # the probe on the task's stress split (evaluator.stress)
-        ROBUSTNESS = "robustness"  # a soft-suffix attack against the frozen probe (evaluator.attack)
+        STEER = "steer"  # direction utility (evaluator.axes.steer): the probe's direction steering the model
+        STRESS = "stress"  # the probe on the task's stress split (evaluator.axes.stress)
+        ROBUSTNESS = "robustness"  # a soft-suffix attack against the frozen probe (evaluator.axes.attack)
 
     probe_version = models.ForeignKey(ProbeVersion, on_delete=models.PROTECT, related_name="runs")
     submission = models.ForeignKey(
@@ -611,7 +611,7 @@ class EvaluationRun(models.Model):
     code_version = models.CharField(max_length=40, blank=True)
     #: the measurement protocol (registry/protocols/<id>.yaml) the run was measured under
     protocol = models.CharField(max_length=20, blank=True)
-    #: evaluator.environment.environment_capture(): device, CPU/GPU, dtype, versions, threads
+    #: evaluator.core.environment.environment_capture(): device, CPU/GPU, dtype, versions, threads
     environment = models.JSONField(default=dict, blank=True)
     split_sha256 = models.CharField(max_length=64, blank=True, help_text="verified before the run")
     cache_key = models.CharField(max_length=64, blank=True)
@@ -653,7 +653,7 @@ class EvaluationRun(models.Model):
 
 
 def score_ranking_key():
-    """Norm 2 as an SQL expression (``evaluator.scoring.ranking_key``): the total without the
+    """Norm 2 as an SQL expression (``evaluator.metrics.scoring.ranking_key``): the total without the
     license contribution, rounded to 12 decimals as there, so float noise counts as a tie. The
     board ranks on it in the database; the ``score_board_key`` index holds it in that order."""
     from django.db.models import F, FloatField
@@ -679,7 +679,7 @@ class Score(models.Model):
     per_task = models.JSONField(default=dict)
     #: the measurement protocol of the runs the score was computed from ("" before protocols)
     protocol = models.CharField(max_length=20, blank=True)
-    #: the environment of the probe's score runs (evaluator.environment), as recorded on them
+    #: the environment of the probe's score runs (evaluator.core.environment), as recorded on them
     environment = models.JSONField(default=dict, blank=True)
     computed_at = models.DateTimeField(default=timezone.now)
 
@@ -702,7 +702,7 @@ class Score(models.Model):
 
 class RankInterval(models.Model):
     """A board entry's bootstrap ProbeScore interval, 95% rank interval and tie group
-    (evaluator.rank_intervals) among the active entries of its category under the Score's spec.
+    (evaluator.metrics.rank_intervals) among the active entries of its category under the Score's spec.
     Recomputed for the whole board whenever a Score on it changes; never computed per request."""
 
     score = models.OneToOneField(Score, on_delete=models.CASCADE, related_name="rank_interval")

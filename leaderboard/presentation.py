@@ -12,10 +12,10 @@ from pathlib import Path
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
-from evaluator.metric_table import DECLARED_GAP, metric
-from evaluator.metrics import ECE_BINS
-from evaluator.registry import MAX_COMPONENT_WEIGHT
-from evaluator.scoring import ECE_RANGE, LATENCY_RANGE_MS, RHO_RANGE
+from evaluator.data.registry import MAX_COMPONENT_WEIGHT
+from evaluator.metrics.metric_table import DECLARED_GAP, metric
+from evaluator.metrics.metrics import ECE_BINS
+from evaluator.metrics.scoring import ECE_RANGE, LATENCY_RANGE_MS, RHO_RANGE
 from leaderboard.policy import (
     DEPRECATE_POINTS,
     DIFF_POINTS,
@@ -61,7 +61,7 @@ COMPONENT_SHORT = {
     "goodhart": "Goodhart",
 }
 #: How each component's value is computed from what was measured. The numbers in
-#: these strings come from evaluator.scoring's clamp ranges.
+#: these strings come from evaluator.metrics.scoring's clamp ranges.
 COMPONENT_FORMULAS = {
     "auroc": "mean test-split AUROC over the category's active tasks",
     "auroc_ea": "AUROC counting only pairs inside the same eval-awareness reference-probe quintile",

@@ -19,7 +19,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from evaluator.registry import Registry, load_registry
+from evaluator.data.registry import Registry, load_registry
 from leaderboard.models import BaseModel, Category, License, Task, TaskSplit, WeightsSpec
 
 
@@ -58,8 +58,8 @@ def registry_load(*, verify_hashes: bool = False) -> Registry:
 def _panel_summaries(reg: Registry, task) -> dict:
     """What the task keeps of its committed text-baseline panels: each file without its per-row
     scores, with its hash (per base model for an on-policy task). A pinned file that is missing or
-    changed stops the sync (evaluator.text_baselines.read_panel)."""
-    from evaluator.text_baselines import read_panel, summary
+    changed stops the sync (evaluator.axes.text_baselines.read_panel)."""
+    from evaluator.axes.text_baselines import read_panel, summary
 
     out = {
         model: summary(read_panel(reg.root, task.id, model or None, sha), sha256=sha)

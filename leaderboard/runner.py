@@ -14,7 +14,7 @@ Each run kind maps to evaluator functions:
 
 Every run is measured under the registry's current measurement protocol (registry/protocols/):
 models are loaded with ``protocol=`` (float32, TF32 off; anything else is refused), harvested with
-its settings, and each outcome records the protocol and the environment (evaluator.environment).
+its settings, and each outcome records the protocol and the environment (evaluator.core.environment).
 The device is ``PROBEBENCH_DEVICE`` (settings.EVALUATION_DEVICE; default: CUDA when available).
 """
 
@@ -48,7 +48,7 @@ class RunOutcome:
     cache_key: str = ""
     split_sha256: str = ""
     protocol: str = ""  # the measurement protocol the run followed
-    environment: dict[str, Any] = field(default_factory=dict)  # evaluator.environment
+    environment: dict[str, Any] = field(default_factory=dict)  # evaluator.core.environment
 
 
 # --------------------------------------------------------------------------- per-process caches
@@ -94,7 +94,7 @@ def loaded_model(model_id: str):
     """A base model kept loaded between runs of the same worker (LRU of MODELS_KEPT), under the
     protocol: float32 whatever the hardware offers (``dtype="auto"`` would pick bf16 on a CPU
     with AVX512-BF16 units or a GPU), TF32 off on CUDA."""
-    from evaluator.models import load_model
+    from evaluator.core.models import load_model
 
     current = protocol()
     key = f"{model_id}@{current.id}"
@@ -118,14 +118,14 @@ def loaded_model(model_id: str):
 def model_libraries_import() -> list[str]:
     """Import the model libraries and the registry's architectures now (a worker process at
     start, before its first run: ``leaderboard.tasks``), never under a run's time limit."""
-    from evaluator.models import model_libraries_import as import_now
+    from evaluator.core.models import model_libraries_import as import_now
 
     return import_now(tuple(sorted({spec.architecture for spec in registry().models.values()})))
 
 
 def probe_for(version: ProbeVersion):
     """The stored artifact of a version as an evaluator Probe (its metadata as submitted)."""
-    from evaluator.probes import probe_from_tensors, read_safetensors
+    from evaluator.core.probes import probe_from_tensors, read_safetensors
 
     path = artifact_abspath(version.artifact_path)
     try:
@@ -148,7 +148,7 @@ def probe_for(version: ProbeVersion):
 
 def harvest_config():
     """The protocol's harvest settings."""
-    from evaluator.activations import HarvestConfig
+    from evaluator.core.activations import HarvestConfig
 
     return HarvestConfig.from_protocol(protocol())
 
@@ -179,9 +179,9 @@ def run_execute(*, run: EvaluationRun, progress: Progress) -> RunOutcome:
 
 
 def _score(run: EvaluationRun, progress: Progress) -> RunOutcome:
-    """One split of one task: the per-task step the CLI takes too (evaluator.evaluate.measure_split);
+    """One split of one task: the per-task step the CLI takes too (evaluator.axes.evaluate.measure_split);
     the test split of a score run adds the baselines and the latency."""
-    from evaluator.evaluate import MeasureSetup, measure_split
+    from evaluator.axes.evaluate import MeasureSetup, measure_split
 
     probe = probe_for(run.probe_version)
     lm = loaded_model(probe.base_model)
@@ -221,7 +221,7 @@ def _score(run: EvaluationRun, progress: Progress) -> RunOutcome:
 
 
 def _reproduce(run: EvaluationRun, progress: Progress) -> RunOutcome:
-    from evaluator.evaluate import reproduction_check
+    from evaluator.axes.evaluate import reproduction_check
 
     probe = probe_for(run.probe_version)
     lm = loaded_model(probe.base_model)
@@ -243,7 +243,7 @@ def _reproduce(run: EvaluationRun, progress: Progress) -> RunOutcome:
 
 
 def _transfer(run: EvaluationRun, progress: Progress) -> RunOutcome:
-    from evaluator.transfer import cross_model_transfer
+    from evaluator.axes.transfer import cross_model_transfer
 
     probe = probe_for(run.probe_version)
     [result] = cross_model_transfer(
@@ -265,7 +265,7 @@ def _transfer(run: EvaluationRun, progress: Progress) -> RunOutcome:
 
 def _steer(run: EvaluationRun, progress: Progress) -> RunOutcome:
     """Direction utility on one task: the steer JSON of that task is the stored result."""
-    from evaluator.steer import steer_probe
+    from evaluator.axes.steer import steer_probe
 
     probe = probe_for(run.probe_version)
     out = steer_probe(
@@ -299,7 +299,7 @@ def _attack_kept(probe, task_id: str, lm, progress: Progress) -> dict:
     whole or not at all: two workers may race, and both write the same bytes)."""
     import os
 
-    from evaluator.attack import attack_probe
+    from evaluator.axes.attack import attack_probe
 
     path = suffix_path(probe.sha256, task_id)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -323,7 +323,7 @@ def _transfer_attack(run: EvaluationRun, probe, lm, progress: Progress) -> dict 
     on this base model (selectors.shared.attack_source_version; made now and kept if no worker has
     made it yet) applied to this probe, one forward. None when the category has no such reference;
     ``{"source", "self": True}`` when this probe is it."""
-    from evaluator.attack import attack_probe
+    from evaluator.axes.attack import attack_probe
     from leaderboard.selectors.shared import attack_source_version
 
     version = run.probe_version
@@ -413,7 +413,7 @@ def _robustness(run: EvaluationRun, progress: Progress) -> RunOutcome:
 
 def _holdout(run: EvaluationRun, progress: Progress) -> RunOutcome:
     """Score the probe on the cycle's minted holdout (the file is re-hashed against the cycle)."""
-    from evaluator.evaluate import execute_run
+    from evaluator.axes.evaluate import execute_run
 
     assert run.cycle is not None  # a holdout run belongs to a cycle
     # an on-policy task's holdout is per base model: the probe's own model's

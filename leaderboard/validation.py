@@ -1,7 +1,7 @@
 """Validation of a submission's metadata, shared by the API and the web form.
 
 Each problem is a ValidationFailed naming the field, what was wrong and what is accepted. The
-artifact bytes themselves are validated by ``evaluator.probes`` against the base model.
+artifact bytes themselves are validated by ``evaluator.core.probes`` against the base model.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator
 
-from evaluator import metric_table
-from evaluator.applicability import INPUTS, OUTPUTS, POSITIONS
+from evaluator.core.applicability import INPUTS, OUTPUTS, POSITIONS
+from evaluator.core.recipes import METHODS, Recipe
+from evaluator.data.registry import SPLIT_NAMES
 from evaluator.errors import ArtifactError, EvaluatorError
-from evaluator.recipes import METHODS, Recipe
-from evaluator.registry import SPLIT_NAMES
+from evaluator.metrics import metric_table
 from evaluator.strict_json import JsonRejected, json_loads_strict
 from leaderboard.errors import ValidationFailed
 from leaderboard.models import BaseModel, Category, License, Probe, ProbeVersion, Task
@@ -77,7 +77,7 @@ class CleanMetadata:
 
     def document(self) -> dict[str, Any]:
         """The metadata as accepted, in the one shape the workers and the reproduce client read
-        (``evaluator.probes.ProbeMetadata``): what is stored, never the text as it was sent (an
+        (``evaluator.core.probes.ProbeMetadata``): what is stored, never the text as it was sent (an
         ``authors`` string, a null description, a name with spaces or in NFD come out normalised).
         """
         document: dict[str, Any] = {
@@ -319,7 +319,7 @@ def _training_data_validate(training_data: Any) -> dict[str, Any]:
 
 
 def _recipe_validate(recipe: Any, *, base_model: BaseModel, metadata: dict[str, Any]) -> dict:
-    """The worker's own check (:meth:`evaluator.recipes.Recipe.from_dict`: fields, method,
+    """The worker's own check (:meth:`evaluator.core.recipes.Recipe.from_dict`: fields, method,
     hyperparameter bounds, seed, agreement with the probe), plus what only the database knows
     (the task and its template, the layer range of the base model). A recipe accepted here runs."""
     if not isinstance(recipe, dict):

@@ -288,20 +288,20 @@ EVALUATION_DEVICE = env("PROBEBENCH_DEVICE", "") or None
 #: and its transfer re-fits on every other enabled base model (ρ_CE). False leaves ρ_CE imputed and
 #: flagged: for a deployment that runs one model, or a fill that measures other axes.
 RECIPE_RUNS = envbool("PROBEBENCH_RECIPE_RUNS", "True")
-#: Direction utility (evaluator.steer): plan a steer run per readout task for every eligible
+#: Direction utility (evaluator.axes.steer): plan a steer run per readout task for every eligible
 #: submission (a linear probe on a decoder model). The test suite turns it off (tests/env_defaults.py)
 #: except where a test measures it: each run replays the model 2K+2 times on a subset of rows.
 STEER_RUNS = envbool("PROBEBENCH_STEER_RUNS", "True")
-#: Stress (evaluator.stress): plan a stress run per task with a stress split for every submission
+#: Stress (evaluator.axes.stress): plan a stress run per task with a stress split for every submission
 #: (the probe on the task's test rows rewritten in form). The test suite turns it off
 #: (tests/env_defaults.py) except where a test measures it: a stress split is 8× the test rows.
 STRESS_RUNS = envbool("PROBEBENCH_STRESS_RUNS", "True")
-#: Robustness (evaluator.attack): plan a robustness run per task for every eligible submission (a
+#: Robustness (evaluator.axes.attack): plan a robustness run per task for every eligible submission (a
 #: single-prompt probe on a decoder model): the protocol's soft-suffix attack against the frozen
 #: probe, minutes per task on 2 CPU cores. The test suite turns it off (tests/env_defaults.py)
 #: except where a test measures it.
 ROBUSTNESS_RUNS = envbool("PROBEBENCH_ROBUSTNESS_RUNS", "True")
-#: Metric reliability (evaluator.reliability): measure the table again when a quarterly cycle
+#: Metric reliability (evaluator.commands.reliability): measure the table again when a quarterly cycle
 #: completes (one reference probe refit and scored on a base model). The test suite turns it off
 #: (tests/env_defaults.py) except where a test measures it.
 RELIABILITY_EACH_CYCLE = envbool("PROBEBENCH_RELIABILITY_EACH_CYCLE", "True")

@@ -117,10 +117,10 @@ class TaskSplitFactory(factory.django.DjangoModelFactory):
 
 
 def probe_score_for(*, spec: m.WeightsSpec, measured: dict):
-    """The real ProbeScore (evaluator.scoring) of ``measured`` under a WeightsSpec row."""
-    from evaluator.registry import LicenseSpec
-    from evaluator.registry import WeightsSpec as SpecData
-    from evaluator.scoring import Measurements, probe_score
+    """The real ProbeScore (evaluator.metrics.scoring) of ``measured`` under a WeightsSpec row."""
+    from evaluator.data.registry import LicenseSpec
+    from evaluator.data.registry import WeightsSpec as SpecData
+    from evaluator.metrics.scoring import Measurements, probe_score
 
     licenses = {lic.spdx_id: LicenseSpec(lic.spdx_id, lic.name, lic.score) for lic in m.License.objects.all()}
     data = SpecData(spec.version, spec.released, spec.description, spec.weights, spec.imputation, spec.sha256)

@@ -29,8 +29,8 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluator import metric_table
-from evaluator.registry import COMPONENTS
+from evaluator.data.registry import COMPONENTS
+from evaluator.metrics import metric_table
 from leaderboard.api.pagination import ApiPagination
 from leaderboard.http import public_cache
 from leaderboard.inputs import MAX_VERSION, ProbeQueryInput, TaskListInput, board_query, query_parse

@@ -152,7 +152,7 @@ class JsonTextField(serializers.Field):
 
 class SubmissionInputSerializer(serializers.Serializer):
     """The multipart form; the metadata and the artifact's tensors are validated by the service
-    (leaderboard.validation, evaluator.probes), whose errors name the field at fault."""
+    (leaderboard.validation, evaluator.core.probes), whose errors name the field at fault."""
 
     artifact = serializers.FileField(
         allow_empty_file=True,

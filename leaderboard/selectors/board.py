@@ -36,15 +36,15 @@ from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, Lower
 from django.db.models.lookups import GreaterThanOrEqual
 
-from evaluator.attack import ATTACK_RECALL_KEY, GOODHART_KEY, TRANSFER_RECALL_KEY
-from evaluator.records import (
+from evaluator.axes.attack import ATTACK_RECALL_KEY, GOODHART_KEY, TRANSFER_RECALL_KEY
+from evaluator.axes.stress import STRESS_AUROC_KEY, STRESS_RECALL_KEY
+from evaluator.data.registry import COMPONENTS, EVAL_AWARENESS
+from evaluator.metrics.records import (
     CONTROLLED_AUROC_CI_KEY,
     CONTROLLED_AUROC_KEY,
     LIFT_OVER_TEXT_CI_KEY,
     LIFT_OVER_TEXT_KEY,
 )
-from evaluator.registry import COMPONENTS, EVAL_AWARENESS
-from evaluator.stress import STRESS_AUROC_KEY, STRESS_RECALL_KEY
 from leaderboard.errors import QueryError
 from leaderboard.models import (
     BaseModel,
@@ -88,10 +88,10 @@ RECALL_KEY = "recall_at_1pct_fpr"
 #: lift over text: Score.measurements key of the mean over tasks of the probe's test AUROC minus
 #: the task's bag-of-words AUROC on the same rows (services.scores)
 LIFT_KEY, LIFT_CI_KEY = LIFT_OVER_TEXT_KEY, LIFT_OVER_TEXT_CI_KEY
-#: direction utility (evaluator.steer, not part of the ProbeScore): Score.measurements key of the
+#: direction utility (evaluator.axes.steer, not part of the ProbeScore): Score.measurements key of the
 #: mean over the judged readout tasks of utility_z; absent or null where it was not measured (n/a)
 UTILITY_KEY = "direction_utility"
-#: stress (evaluator.stress, not part of the ProbeScore): Score.measurements key of the mean over
+#: stress (evaluator.axes.stress, not part of the ProbeScore): Score.measurements key of the mean over
 #: tasks of the worst stress transform's AUROC; absent or null where not measured (n/a)
 STRESS_KEY = STRESS_AUROC_KEY
 
@@ -541,7 +541,7 @@ def board_details_attach(rows: Iterable[BoardRow]) -> None:
     board_intervals_attach(rows)
 
 
-#: RankInterval's other orders of the category board (evaluator.ranks)
+#: RankInterval's other orders of the category board (evaluator.metrics.ranks)
 _ORDER_FIELDS = ("borda_rank", "rank_delta", "rank_delta_quarter")
 _INTERVAL_FIELDS = (
     "rank",

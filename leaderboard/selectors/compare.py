@@ -1,7 +1,7 @@
 """Reads for comparing two probes (the compare page and ``GET /api/v1/compare``).
 
 Per task: both AUROCs, ΔAUROC = AUROC_a − AUROC_b with its paired 95% bootstrap interval and
-DeLong's p-value on the test rows both probes were scored on (``evaluator.compare.rows_compare``);
+DeLong's p-value on the test rows both probes were scored on (``evaluator.metrics.compare.rows_compare``);
 the other per-task metrics side by side; both ROC curves. Probes on different base models are
 paired on the rows they share (a row id is the task's); rows that are not shared, as on a task
 whose rows are generated per model, cannot be paired and say so.
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from django.core.cache import cache
 
-from evaluator.compare import rows_compare
 from evaluator.errors import MetricInputError
-from evaluator.metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from evaluator.metrics.compare import rows_compare
+from evaluator.metrics.metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from leaderboard.models import EvaluationRun, Probe, ProbeVersion, RankInterval, Score, Task
 from leaderboard.selectors.board import BoardQueryError, resolve_spec, weights_spec_list
 from leaderboard.selectors.probes import task_result_normalize
@@ -55,7 +55,7 @@ class TaskComparison:
     task_name: str
     a: dict | None  # normalized per-task results (None: not measured on this task)
     b: dict | None
-    #: evaluator.compare.rows_compare: paired, n_shared, n_a, n_b, auroc_a, auroc_b, delta,
+    #: evaluator.metrics.compare.rows_compare: paired, n_shared, n_a, n_b, auroc_a, auroc_b, delta,
     #: delta_ci, p_value — or paired False with the reason; None when a probe lacks the task
     paired: dict | None
     reason: str = ""
@@ -189,8 +189,8 @@ def probes_compare(*, a: str | None, b: str | None, spec: str | None = None) -> 
 
 def uncertainty_method() -> dict:
     """What the methodology page says about the bootstrap: resamples, seed, which components are
-    resampled and which are held fixed (from evaluator.rank_intervals, never written by hand)."""
-    from evaluator.rank_intervals import FIXED_COMPONENTS, RESAMPLED_COMPONENTS
+    resampled and which are held fixed (from evaluator.metrics.rank_intervals, never written by hand)."""
+    from evaluator.metrics.rank_intervals import FIXED_COMPONENTS, RESAMPLED_COMPONENTS
     from leaderboard.presentation import COMPONENT_LABELS
 
     return {

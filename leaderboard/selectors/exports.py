@@ -9,8 +9,8 @@ from typing import Any
 
 from django.conf import settings
 
+from evaluator.data.holdouts import quarter_validate
 from evaluator.errors import EvaluatorError
-from evaluator.holdouts import quarter_validate
 
 #: the splits whose per-row scores are public (the holdouts are not)
 EXPORT_SPLITS = ("train", "test", "distshift")

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 from django.db.models import Prefetch
 
-from evaluator.records import TaskRecord
-from evaluator.registry import EVAL_AWARENESS
+from evaluator.data.registry import EVAL_AWARENESS
+from evaluator.metrics.records import TaskRecord
 from leaderboard.models import (
     BaseModel,
     CycleResult,
@@ -41,7 +41,7 @@ def _number(value) -> float | None:
 
 def task_result_normalize(raw: dict) -> dict:
     """One task's stored results in the shape the pages and the API show, read through the one
-    record of a stored task result (``evaluator.records.TaskRecord.from_json``, which also reads
+    record of a stored task result (``evaluator.metrics.records.TaskRecord.from_json``, which also reads
     the evaluator's spellings)."""
     record = TaskRecord.from_json(raw)
     m = record.metrics
@@ -123,7 +123,7 @@ class ProbeDetail:
     def measured_on(self) -> str:
         """Where the shown Score was measured ("cpu (AMD EPYC, AVX512, 2 threads) · float32 ·
         torch …"): the environment its test runs recorded, without the protocol id."""
-        from evaluator.environment import environment_label
+        from evaluator.core.environment import environment_label
 
         env = dict(self.score.environment) if self.score is not None else {}
         if not env:

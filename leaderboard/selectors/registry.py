@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q
 
-from evaluator.registry import COMPONENTS, load_registry
+from evaluator.data.registry import COMPONENTS, load_registry
 from leaderboard.models import (
     BaseModel,
     Category,
@@ -96,7 +96,7 @@ def task_text_baselines(task: Task) -> list[dict]:
     for a task about its text): the member's test and distshift AUROC with intervals, its CV AUROC
     on train and chosen hyperparameters, and whether it is the strongest on test (the bar a probe's
     lift is measured over) or the one CV on train picks."""
-    from evaluator.text_baselines import chosen_by_cv, strongest
+    from evaluator.axes.text_baselines import chosen_by_cv, strongest
 
     panels = task.text_baselines or {}
     by_model = sorted(panels.items()) if task.on_policy else [("", panels)]

@@ -1,4 +1,4 @@
-"""The metric reliability table (evaluator/reliability.py): the newest one a quarterly cycle
+"""The metric reliability table (evaluator/commands/reliability.py): the newest one a quarterly cycle
 measured (``DATA_DIR/reliability/QUARTER.json``, leaderboard.services.reliability), else the one
 committed as registry/reliability.json. Shown on the methodology page; a metric it flags is not a
 sort order of the board."""
@@ -12,9 +12,9 @@ from typing import Any
 
 from django.conf import settings
 
+from evaluator.commands.reliability import DIAGNOSTICS, RECORD, read_record
+from evaluator.data.holdouts import quarter_validate
 from evaluator.errors import EvaluatorError
-from evaluator.holdouts import quarter_validate
-from evaluator.reliability import DIAGNOSTICS, RECORD, read_record
 
 #: the board's sort keys that order by one metric of the table (sort key → metric name)
 SORT_METRIC = {

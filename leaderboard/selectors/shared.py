@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from django.db.models import Q
 
-from evaluator.applicability import ModelReads, ProbeReads, applicable_tasks
-from evaluator.registry import EVAL_AWARENESS
+from evaluator.core.applicability import ModelReads, ProbeReads, applicable_tasks
+from evaluator.data.registry import EVAL_AWARENESS
 from leaderboard.models import BaseModel, EvaluationRun, Probe, ProbeVersion, Submission, Task, TaskSplit
 
 Run = EvaluationRun
@@ -42,8 +42,8 @@ def attack_source_version(*, category_id: str, base_model_id: str, task_id: str)
     """The reference probe whose soft suffix every other probe of the category on the same base
     model faces in the transfer attack on ``task_id``: among the maintainers' reference probes of the
     category on that model that read one prompt and are scored on the task, the first by
-    :func:`evaluator.attack.source_order`; None when there is none."""
-    from evaluator.attack import source_order
+    :func:`evaluator.axes.attack.source_order`; None when there is none."""
+    from evaluator.axes.attack import source_order
 
     candidates = (
         ProbeVersion.objects.latest_per_probe()
@@ -91,7 +91,7 @@ def is_ea_reference_candidate(version: ProbeVersion) -> bool:
 def tasks_applicable(
     *, version: ProbeVersion, tasks: list[Task] | None = None
 ) -> tuple[list[Task], dict[str, str]]:
-    """The tasks ``version`` can read (``evaluator.applicability``: template, on-policy files of
+    """The tasks ``version`` can read (``evaluator.core.applicability``: template, on-policy files of
     its base model, layer) and {task slug: why not} for the others. ``tasks``: by default the
     active tasks of its category. The planner plans runs on the first list only; the probe page
     lists the second as "not applicable"."""
@@ -114,7 +114,7 @@ def tasks_applicable(
 
 @dataclass(frozen=True)
 class _TaskReads:
-    """A Task row as ``evaluator.applicability`` reads it, with its own-files lookup done."""
+    """A Task row as ``evaluator.core.applicability`` reads it, with its own-files lookup done."""
 
     row: Task
     own_files: set[str]

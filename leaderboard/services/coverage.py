@@ -24,9 +24,9 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F, OuterRef, Q, Subquery
 
+from evaluator.data.registry import EVAL_AWARENESS
 from evaluator.errors import EvaluatorError
-from evaluator.measure import declared_gaps
-from evaluator.registry import EVAL_AWARENESS
+from evaluator.metrics.measure import declared_gaps
 from leaderboard.models import EvaluationRun, ProbeVersion, Score, Task
 from leaderboard.policy import spec_version_key
 from leaderboard.selectors.shared import (

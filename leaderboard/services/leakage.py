@@ -10,8 +10,8 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from evaluator.data.leakage import declared_text_sources, overlapping_test_splits
 from evaluator.errors import EvaluatorError
-from evaluator.leakage import declared_text_sources, overlapping_test_splits
 from leaderboard.errors import Conflict, ServiceError
 from leaderboard.models import EvaluationRun, LeakageRecord, Probe, ProbeVersion
 from leaderboard.registry_sync import registry_load
@@ -57,7 +57,7 @@ def leakage_rules_on_scoring(*, version: ProbeVersion) -> LeakageRecord | None:
         evidence={
             "overlaps": [o.to_dict() for o in overlaps],
             "declared": {"tasks": tasks, "splits": splits, "text_sha256": len(hashes)},
-            "normalisation": "NFKC, case folded, punctuation → space, whitespace collapsed (evaluator.leakage)",
+            "normalisation": "NFKC, case folded, punctuation → space, whitespace collapsed (evaluator.data.leakage)",
         },
     )
 

@@ -1,6 +1,6 @@
-"""Rank intervals of the boards: the paired bootstrap of ``evaluator.rank_intervals`` over the
+"""Rank intervals of the boards: the paired bootstrap of ``evaluator.metrics.rank_intervals`` over the
 stored per-example scores, written to RankInterval with the board's other orders (the Borda rank
-across the category's tasks and the rank delta on the latest quarterly holdout, ``evaluator.ranks``).
+across the category's tasks and the rank delta on the latest quarterly holdout, ``evaluator.metrics.ranks``).
 Computed when scores change or a cycle completes, never per request.
 
     rank_intervals_refresh      recompute every board (weights spec) of a category, if stale
@@ -21,14 +21,14 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from evaluator.data.registry import EVAL_AWARENESS
 from evaluator.errors import EvaluatorError
-from evaluator.measure import ScoredExamples
-from evaluator.metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
-from evaluator.rank_intervals import BoardEntry, TaskRows, board_rank_intervals
-from evaluator.ranks import borda_ranks, rank_deltas
-from evaluator.records import measurements_from_stored
-from evaluator.registry import EVAL_AWARENESS
-from evaluator.scoring import Measurements
+from evaluator.metrics.measure import ScoredExamples
+from evaluator.metrics.metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from evaluator.metrics.rank_intervals import BoardEntry, TaskRows, board_rank_intervals
+from evaluator.metrics.ranks import borda_ranks, rank_deltas
+from evaluator.metrics.records import measurements_from_stored
+from evaluator.metrics.scoring import Measurements
 from leaderboard.models import (
     Category,
     CycleResult,

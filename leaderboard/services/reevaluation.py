@@ -24,11 +24,12 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from evaluator import CODE_VERSION, metrics
+from evaluator import CODE_VERSION
+from evaluator.data.holdouts import mint_holdout, quarter_validate, read_rows
+from evaluator.data.leakage import split_text_hashes
+from evaluator.data.registry import Registry
 from evaluator.errors import EvaluatorError
-from evaluator.holdouts import mint_holdout, quarter_validate, read_rows
-from evaluator.leakage import split_text_hashes
-from evaluator.registry import Registry
+from evaluator.metrics import metrics
 from leaderboard.errors import Conflict, ServiceError
 from leaderboard.models import (
     CycleResult,

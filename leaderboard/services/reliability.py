@@ -1,5 +1,5 @@
 """The metric reliability table measured again when a quarterly cycle completes
-(evaluator.reliability), written to ``DATA_DIR/reliability/QUARTER.json``; the methodology page
+(evaluator.commands.reliability), written to ``DATA_DIR/reliability/QUARTER.json``; the methodology page
 shows the newest (leaderboard.selectors.reliability)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from evaluator.holdouts import quarter_validate
+from evaluator.data.holdouts import quarter_validate
 from leaderboard import runner
 from leaderboard.selectors.reliability import reliability_dir
 
@@ -19,7 +19,7 @@ from leaderboard.selectors.reliability import reliability_dir
 def reliability_measure(quarter: str) -> dict[str, Any]:
     """Measure the table on the worker's registry and cache and write it for ``quarter``
     (atomically: a reader sees the old file or the new one)."""
-    from evaluator.reliability import run_reliability
+    from evaluator.commands.reliability import run_reliability
 
     quarter = quarter_validate(quarter)
     result = run_reliability(

@@ -34,9 +34,9 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
 from evaluator import CODE_VERSION
-from evaluator.applicability import ModelReads, ProbeReads, applicability
+from evaluator.core.applicability import ModelReads, ProbeReads, applicability
+from evaluator.data.registry import EVAL_AWARENESS, STRESS_SPLIT
 from evaluator.errors import EvaluatorError, InfrastructureError, RegistryError
-from evaluator.registry import EVAL_AWARENESS, STRESS_SPLIT
 from leaderboard import runner
 from leaderboard.errors import InfrastructureFault
 from leaderboard.models import BaseModel, EvaluationRun, ProbeVersion, Submission, Task, TaskSplit
@@ -92,12 +92,12 @@ def evaluation_runs_plan(*, version: ProbeVersion, submission: Submission) -> li
       (:func:`score_runs_plan`; ``selectors.shared.tasks_applicable``);
     - reproduce / transfer: with a recipe, the recipe re-run on the source model and re-fit on
       every other enabled base model (``settings.RECIPE_RUNS``);
-    - steer: direction utility (evaluator.steer) on each task with a behavioural readout, for a
+    - steer: direction utility (evaluator.axes.steer) on each task with a behavioural readout, for a
       linear probe on a decoder model (``settings.STEER_RUNS``);
-    - stress: the artifact on each task's stress split (evaluator.stress), for every task that has
+    - stress: the artifact on each task's stress split (evaluator.axes.stress), for every task that has
       one (``settings.STRESS_RUNS``);
     - robustness: the protocol's soft-suffix attack against the frozen artifact on each task
-      (evaluator.attack), for a single-prompt probe on a decoder model (``settings.ROBUSTNESS_RUNS``).
+      (evaluator.axes.attack), for a single-prompt probe on a decoder model (``settings.ROBUSTNESS_RUNS``).
     """
     probe = version.probe
     # only the tasks it can read (its input's template, its model's files for an on-policy task):
@@ -138,7 +138,7 @@ def _recipe_applies(recipe: ProbeReads, task: Task, model: BaseModel) -> bool:
 
 def steer_runs_planned(*, version: ProbeVersion, tasks: list[Task]) -> list[tuple]:
     """(version, steer, task, "test", model) for each task whose readout applies to the probe."""
-    from evaluator.steer import steer_plan
+    from evaluator.axes.steer import steer_plan
 
     if not settings.STEER_RUNS:
         return []
@@ -169,9 +169,9 @@ def stress_runs_planned(*, version: ProbeVersion, tasks: list[Task]) -> list[tup
 
 def robustness_runs_planned(*, version: ProbeVersion, tasks: list[Task]) -> list[tuple]:
     """(version, robustness, task, "test", model) for each task, where the attack applies: the
-    protocol has an attack budget and :func:`evaluator.attack.attack_applies` (the CLI's rule too):
+    protocol has an attack budget and :func:`evaluator.axes.attack.attack_applies` (the CLI's rule too):
     the probe reads one prompt and its base model is a decoder."""
-    from evaluator.attack import attack_applies
+    from evaluator.axes.attack import attack_applies
 
     if not settings.ROBUSTNESS_RUNS:
         return []

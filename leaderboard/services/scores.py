@@ -1,6 +1,6 @@
 """The score writer: turn finished runs into Score rows, from the stored per-example scores only
-(no model): per-task metrics (``evaluator.measure``), the aggregate measurements, the ProbeScore
-under every weights spec (``evaluator.scoring``), the reproduction mark and the declared-vs-measured
+(no model): per-task metrics (``evaluator.metrics.measure``), the aggregate measurements, the ProbeScore
+under every weights spec (``evaluator.metrics.scoring``), the reproduction mark and the declared-vs-measured
 gaps.
 
 Recomputing is cheap and deterministic, which is what lets a new eval-awareness reference probe
@@ -17,13 +17,19 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from evaluator.attack import GOODHART_KEY
+from evaluator.axes.attack import GOODHART_KEY
+from evaluator.data.registry import EVAL_AWARENESS, LicenseSpec
+from evaluator.data.registry import WeightsSpec as SpecData
 from evaluator.errors import EvaluatorError
-from evaluator.measure import ScoredExamples, TaskMetrics, aggregate_measurements, declared_gaps, task_metrics
-from evaluator.records import ScoreRecord, TaskRecord, aggregate_stored
-from evaluator.registry import EVAL_AWARENESS, LicenseSpec
-from evaluator.registry import WeightsSpec as SpecData
-from evaluator.scoring import probe_score
+from evaluator.metrics.measure import (
+    ScoredExamples,
+    TaskMetrics,
+    aggregate_measurements,
+    declared_gaps,
+    task_metrics,
+)
+from evaluator.metrics.records import ScoreRecord, TaskRecord, aggregate_stored
+from evaluator.metrics.scoring import probe_score
 from leaderboard.models import (
     EvaluationRun,
     License,
@@ -77,7 +83,7 @@ def steer_summary(runs: list[EvaluationRun]) -> dict[str, Any]:
     ``steer``: per task the readout's validation, the chosen strength and its fluency, each
     intervention's effect against the random directions, the prompting baseline and the
     generated-text readout (the full steer JSON stays on the run)."""
-    from evaluator.steer import direction_utility
+    from evaluator.axes.steer import direction_utility
 
     tasks = {}
     for run in runs:
@@ -120,9 +126,9 @@ def stress_measurements(
     stresses: dict[str, EvaluationRun], by_task: dict[str, dict[str, EvaluationRun]]
 ) -> dict[str, Any]:
     """The stress axis (beside the ProbeScore, never in it): each task's stress run read against
-    its clean train and test runs (evaluator.stress), summed up by :func:`evaluator.stress.stress_summary`;
+    its clean train and test runs (evaluator.axes.stress), summed up by :func:`evaluator.axes.stress.stress_summary`;
     the means wait while a stress run is still queued or running. {} when no stress run exists."""
-    from evaluator.stress import stress_metrics, stress_summary
+    from evaluator.axes.stress import stress_metrics, stress_summary
 
     if not stresses:
         return {}
@@ -149,10 +155,10 @@ def robustness_measurements(
     robust: dict[str, EvaluationRun], by_task: dict[str, dict[str, EvaluationRun]]
 ) -> tuple[dict[str, Any], str]:
     """The robustness axis: each task's robustness run (the attacked test positives' scores) read
-    against its clean train and test runs (:func:`evaluator.attack.attack_metrics`), summed up by
-    :func:`evaluator.attack.robustness_summary`; and why the Goodhart resistance is not measured
+    against its clean train and test runs (:func:`evaluator.axes.attack.attack_metrics`), summed up by
+    :func:`evaluator.axes.attack.robustness_summary`; and why the Goodhart resistance is not measured
     ("" when it is). ({}, reason) when no robustness run exists."""
-    from evaluator.attack import attack_metrics, robustness_summary
+    from evaluator.axes.attack import attack_metrics, robustness_summary
 
     if not robust:
         return {}, "not measured: no attack applies (a contrast-pair probe, an encoder) or none was planned"
@@ -195,7 +201,7 @@ def _transfer_read(
 ) -> dict[str, Any] | None:
     """A robustness run's transfer attack, its recall recomputed from the stored scores (None: the
     category has no reference probe on this model to make the suffix against)."""
-    from evaluator.attack import attack_metrics
+    from evaluator.axes.attack import attack_metrics
 
     if not stored:
         return None
@@ -369,7 +375,7 @@ def _text_lift(
     are shown beside the ProbeScore, so they never fail the score."""
     from django.conf import settings
 
-    from evaluator.text_baselines import controlled_auroc, read_panel, text_lift
+    from evaluator.axes.text_baselines import controlled_auroc, read_panel, text_lift
 
     sha = task.text_panel(base_model_id).get("sha256")
     if not sha:
@@ -386,7 +392,7 @@ def _text_lift(
 
 def _measured_under(score_runs: list[EvaluationRun]) -> tuple[str, dict[str, Any]]:
     """The protocol the score runs share ("" when they differ or predate protocols) and the
-    environment of the first test run, as recorded by the worker (evaluator.environment)."""
+    environment of the first test run, as recorded by the worker (evaluator.core.environment)."""
     protocols = {r.protocol for r in score_runs}
     protocol = protocols.pop() if len(protocols) == 1 else ""
     tests = sorted((r for r in score_runs if r.split == "test"), key=lambda r: (r.task_id, r.pk))

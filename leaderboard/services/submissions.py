@@ -33,8 +33,8 @@ from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 from django.utils.text import slugify
 
+from evaluator.core.probes import probe_from_bytes
 from evaluator.errors import ArtifactError, EvaluatorError
-from evaluator.probes import probe_from_bytes
 from leaderboard import artifacts
 from leaderboard.accounts import probe_name_reserved
 from leaderboard.errors import (
@@ -234,7 +234,7 @@ def _raise_if_duplicate(sha: str, *, user) -> None:
 
 
 def _artifact_validate(data: bytes, clean: CleanMetadata) -> str:
-    """Check the tensors against the base model (evaluator.probes); return the probe kind."""
+    """Check the tensors against the base model (evaluator.core.probes); return the probe kind."""
     try:
         probe = probe_from_bytes(
             data,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth.forms import UserCreationForm
 
-from evaluator.applicability import INPUTS, OUTPUTS, POSITIONS
+from evaluator.core.applicability import INPUTS, OUTPUTS, POSITIONS
 from leaderboard.accounts import username_reserved
 from leaderboard.models import BaseModel, Category, License, Task
 

@@ -15,9 +15,9 @@ from django.core.paginator import Paginator
 from django.http import FileResponse, Http404
 from django.shortcuts import render
 
-from evaluator import metric_table
+from evaluator.data.registry import COMPONENTS
 from evaluator.errors import EvaluatorError
-from evaluator.registry import COMPONENTS
+from evaluator.metrics import metric_table
 from leaderboard.errors import QueryError
 from leaderboard.http import public_cache
 from leaderboard.inputs import CompareQueryInput, ProbeQueryInput, board_query, query_parse

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-# Passive OpenMP waiting (see evaluator/train_cli.py): set before torch is first imported.
+# Passive OpenMP waiting (see evaluator/commands/train_cli.py): set before torch is first imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -203,7 +203,7 @@ def tiny_root(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_registry(tiny_root):
-    from evaluator.registry import load_registry
+    from evaluator.data.registry import load_registry
 
     return load_registry(tiny_root, verify_hashes=True)
 
@@ -216,14 +216,14 @@ def cache_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def smollm(tiny_registry, cache_dir):
     """The real SmolLM2-135M-Instruct, fp32 on CPU, loaded once per session."""
-    from evaluator.models import load_model
+    from evaluator.core.models import load_model
 
     return load_model(SMOLLM, registry=tiny_registry, cache_dir=cache_dir, device="cpu", dtype="float32")
 
 
 @pytest.fixture(scope="session")
 def minilm(tiny_registry, cache_dir):
-    from evaluator.models import load_model
+    from evaluator.core.models import load_model
 
     return load_model(MINILM, registry=tiny_registry, cache_dir=cache_dir, device="cpu", dtype="float32")
 
@@ -231,8 +231,8 @@ def minilm(tiny_registry, cache_dir):
 @pytest.fixture(scope="module")
 def sources_dir() -> Path:
     """The pinned source archives (downloaded once into var/sources; skipped where they cannot be)."""
-    from evaluator.builders.sources import DEFAULT_SOURCES_DIR, SourceError, fetch_all
-    from evaluator.registry import default_root
+    from evaluator.data.builders.sources import DEFAULT_SOURCES_DIR, SourceError, fetch_all
+    from evaluator.data.registry import default_root
 
     path = default_root() / DEFAULT_SOURCES_DIR
     try:

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.activations import ActivationCache, split_activations
+from evaluator.core.activations import ActivationCache, split_activations
+from evaluator.data.registry import load_registry
 from evaluator.errors import SplitHashMismatch
-from evaluator.registry import load_registry
 from tests.evaluator.conftest import TASK, build_registry, capitals_task, fresh_cache
 
 
@@ -82,7 +82,7 @@ def test_a_changed_split_misses_the_cache(smollm, tiny_registry, cache, tmp_path
 
 @pytest.mark.model
 def test_a_changed_harvester_version_misses_the_cache(smollm, tiny_registry, cache, monkeypatch):
-    import evaluator.activations as activations
+    import evaluator.core.activations as activations
 
     before = _acts(smollm, tiny_registry, cache)
     monkeypatch.setattr(activations, "HARVESTER_VERSION", "harvest-next")
@@ -105,7 +105,7 @@ def test_a_split_file_edited_behind_tasks_yaml_is_refused(tmp_path):
     original = path.read_bytes()
     path.write_bytes(original.replace(b"Jakarta", b"Bandung"))
     assert path.read_bytes() != original
-    from evaluator.activations import read_split
+    from evaluator.core.activations import read_split
 
     with pytest.raises(SplitHashMismatch, match="does not match the pinned"):
         read_split(registry, TASK, "test")

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from evaluator.activations import ActivationCache, prompt_activations, residual_layers, split_activations
+from evaluator.core.activations import ActivationCache, prompt_activations, residual_layers, split_activations
 from tests.evaluator.conftest import TASK, fresh_cache
 
 pytestmark = pytest.mark.model

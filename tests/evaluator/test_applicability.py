@@ -1,4 +1,4 @@
-"""Which tasks a probe can read (evaluator.applicability), on the real registry: one rule for the
+"""Which tasks a probe can read (evaluator.core.applicability), on the real registry: one rule for the
 board's planner and ``python -m evaluator evaluate``, in agreement with the harvester's own check
 at the start of a run."""
 
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.activations import run_inputs_check
-from evaluator.applicability import ProbeReads, applicability, applicable_tasks
+from evaluator.axes.evaluate import _tasks_for
+from evaluator.core.activations import run_inputs_check
+from evaluator.core.applicability import ProbeReads, applicability, applicable_tasks
+from evaluator.core.probes import load_probe
+from evaluator.data.registry import load_registry
 from evaluator.errors import EvaluatorError
-from evaluator.evaluate import _tasks_for
-from evaluator.probes import load_probe
-from evaluator.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 CITY = "onpolicy-city-country-v1"
@@ -65,11 +65,11 @@ def test_evaluate_leaves_out_the_tasks_a_probe_cannot_read_and_refuses_one_named
 
 
 def test_the_probe_vocabulary_has_one_home():
-    """Positions, inputs and outputs are defined in evaluator.applicability; the artifact
+    """Positions, inputs and outputs are defined in evaluator.core.applicability; the artifact
     reader, the harvester, the submission check and the submit form read those very tuples."""
-    import evaluator.activations as activations
-    import evaluator.applicability as home
-    import evaluator.probes as probes
+    import evaluator.core.activations as activations
+    import evaluator.core.applicability as home
+    import evaluator.core.probes as probes
     import leaderboard.validation as validation
     import leaderboard.web.forms as forms
 

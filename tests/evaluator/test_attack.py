@@ -17,9 +17,9 @@ pytestmark = pytest.mark.model
 @pytest.fixture(scope="module")
 def probes(tiny_root, tiny_registry, cache_dir, smollm, tmp_path_factory):
     """A logistic probe on capitals-v1 at SmolLM2's layer 6, and a random direction there."""
-    from evaluator.activations import ActivationCache
-    from evaluator.probes import save_probe
-    from evaluator.recipes import Recipe, train_recipe
+    from evaluator.core.activations import ActivationCache
+    from evaluator.core.probes import save_probe
+    from evaluator.core.recipes import Recipe, train_recipe
 
     recipe = Recipe(method="logistic_regression", task=TASK, layer=6, position="last_token", seed=0)
     trained = train_recipe(recipe, smollm, registry=tiny_registry, cache=ActivationCache(cache_dir))
@@ -39,7 +39,7 @@ def probes(tiny_root, tiny_registry, cache_dir, smollm, tmp_path_factory):
 
 
 def _attack(capsys, root, cache_dir, probe, steps: int | None, *extra: str) -> dict:
-    from evaluator.cli import main
+    from evaluator.commands.cli import main
 
     argv = ["attack", "--probe", str(probe), "--task", TASK, *extra]
     argv += ["--steps", str(steps)] if steps is not None else []
@@ -93,11 +93,11 @@ def test_zero_steps_change_nothing(probes, tiny_root, cache_dir, capsys):
 def test_the_clean_scores_are_the_boards(probes, tiny_registry, cache_dir):
     """The attack's clean scores come from the workers' measurement, and its own forward with no
     suffix reproduces them (the pooled vectors are the harvest's)."""
-    from evaluator.activations import read_split, render_prompts
-    from evaluator.attack import _encode, _scores
-    from evaluator.evaluate import execute_run
-    from evaluator.models import load_model
-    from evaluator.probes import load_probe
+    from evaluator.axes.attack import _encode, _scores
+    from evaluator.axes.evaluate import execute_run
+    from evaluator.core.activations import read_split, render_prompts
+    from evaluator.core.models import load_model
+    from evaluator.core.probes import load_probe
 
     fitted, _ = probes
     probe = load_probe(fitted, registry=tiny_registry)
@@ -119,7 +119,7 @@ def test_a_random_direction_is_at_chance_before_and_after(probes, tiny_root, cac
 
 
 def test_an_encoder_or_a_contrast_pair_probe_is_refused(tmp_path, tiny_registry):
-    from evaluator.attack import attack_eligibility
+    from evaluator.axes.attack import attack_eligibility
     from evaluator.errors import EvaluatorError  # noqa: F401 - the CLI's error type
 
     class _Spec:
@@ -142,7 +142,7 @@ def test_an_encoder_or_a_contrast_pair_probe_is_refused(tmp_path, tiny_registry)
 
 
 def test_bad_steps_are_refused_with_the_accepted_range(probes, tiny_root, cache_dir, capsys):
-    from evaluator.cli import main
+    from evaluator.commands.cli import main
 
     fitted, _ = probes
     argv = ["attack", "--probe", str(fitted), "--task", TASK, "--steps", "-1", "--registry", str(tiny_root)]
@@ -155,7 +155,7 @@ def test_a_kept_suffix_applied_again_reproduces_the_attack(probes, tiny_root, ca
     gives the attacked scores of the attack's best checkpoint; one made on another model is refused."""
     from safetensors.numpy import load_file, save_file
 
-    from evaluator.cli import main
+    from evaluator.commands.cli import main
 
     fitted, random = probes
     kept = tmp_path / "suffix.safetensors"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.client import (
+from evaluator.commands.client import (
     DEFAULT_TOLERANCES,
     ClientError,
     numbers_compare,
@@ -109,7 +109,7 @@ def test_probe_argument_names_a_slug_and_optionally_a_version():
 
 def test_the_client_loads_neither_django_nor_torch():
     code = (
-        "import sys, evaluator.client, evaluator.cli; evaluator.cli.build_parser();"
+        "import sys, evaluator.commands.client, evaluator.commands.cli; evaluator.commands.cli.build_parser();"
         " print(','.join(m for m in ('django', 'torch', 'transformers', 'sklearn') if m in sys.modules))"
     )
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}

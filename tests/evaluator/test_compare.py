@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from evaluator import compare
 from evaluator.errors import MetricInputError
+from evaluator.metrics import compare
 
 
 def textbook_delong(a, b, y):
@@ -124,7 +124,7 @@ def test_the_paired_interval_is_narrower_than_an_unpaired_one_would_be():
     # Two probes sharing most of their signal: the paired Δ varies far less than either AUROC.
     a, b, y = correlated_probes(8, 300)
     lo, hi = compare.paired_delta_ci(a, b, y)
-    from evaluator.metrics import auroc_ci
+    from evaluator.metrics.metrics import auroc_ci
 
     a_lo, a_hi = auroc_ci(a, y)
     b_lo, b_hi = auroc_ci(b, y)

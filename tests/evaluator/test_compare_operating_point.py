@@ -4,9 +4,9 @@ and applied to the test split, with the test split's own false-positive rate bes
 import numpy as np
 import pytest
 
-from evaluator import metrics
 from evaluator.errors import MetricInputError
-from evaluator.measure import ScoredExamples, aggregate_measurements, task_metrics
+from evaluator.metrics import metrics
+from evaluator.metrics.measure import ScoredExamples, aggregate_measurements, task_metrics
 
 IMPUTATION = {"auroc_ea": 0.85, "auroc_ds": 0.7, "rho_ce": 0.5}
 

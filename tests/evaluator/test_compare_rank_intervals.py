@@ -4,9 +4,10 @@ ProbeScore with the project's own scoring on the drawn rows."""
 import numpy as np
 import pytest
 
-from evaluator import metrics
-from evaluator.measure import ScoredExamples, aggregate_measurements, task_metrics
-from evaluator.rank_intervals import (
+from evaluator.data.registry import load_registry
+from evaluator.metrics import metrics
+from evaluator.metrics.measure import ScoredExamples, aggregate_measurements, task_metrics
+from evaluator.metrics.rank_intervals import (
     BoardEntry,
     TaskRows,
     _auroc_ea_rows,
@@ -14,8 +15,7 @@ from evaluator.rank_intervals import (
     _ece_rows,
     board_rank_intervals,
 )
-from evaluator.registry import load_registry
-from evaluator.scoring import probe_score
+from evaluator.metrics.scoring import probe_score
 
 REG = load_registry()
 SPEC = REG.spec("v0.0.1")

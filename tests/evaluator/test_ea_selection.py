@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from evaluator.ea_selection import (
+from evaluator.axes.ea_selection import (
     MIN_FORMAT_GROUPS,
     RULE,
     Candidate,
@@ -23,10 +23,7 @@ from evaluator.ea_selection import (
     select,
     split_formats,
 )
-from evaluator.errors import EvaluatorError, RegistryError
-from evaluator.probes import METADATA_NAME
-from evaluator.recipes import Recipe
-from evaluator.reference_probes import (
+from evaluator.commands.reference_probes import (
     cv_score,
     ea_reference_for,
     ea_reference_probe_dir,
@@ -36,7 +33,10 @@ from evaluator.reference_probes import (
     manifest_path,
     read_sidecar,
 )
-from evaluator.registry import load_registry
+from evaluator.core.probes import METADATA_NAME
+from evaluator.core.recipes import Recipe
+from evaluator.data.registry import load_registry
+from evaluator.errors import EvaluatorError, RegistryError
 from tests.evaluator.conftest import GEMMA, PROJECT_ROOT, SMOLLM
 
 BENCH = ("bench0", "bench1", "bench2")
@@ -300,10 +300,10 @@ def test_the_smollm2_selection_refits_to_the_committed_probe_at_its_layer(real_r
     tensors."""
     from dataclasses import replace
 
-    from evaluator.activations import ActivationCache
-    from evaluator.models import load_model
-    from evaluator.probes import load_probe
-    from evaluator.reference_probes import compare_artifacts, train_reference
+    from evaluator.commands.reference_probes import compare_artifacts, train_reference
+    from evaluator.core.activations import ActivationCache
+    from evaluator.core.models import load_model
+    from evaluator.core.probes import load_probe
     from tests.evaluator.conftest import model_cache_dir
 
     entry = ea_reference_for(load_manifest(real_registry), SMOLLM)  # the current one, ea-ctx-smollm2

@@ -12,11 +12,12 @@ import jsonschema
 import numpy as np
 import pytest
 
-from evaluator import CODE_VERSION, metrics, records
+from evaluator import CODE_VERSION
+from evaluator.axes.evaluate import evaluate_probe, execute_run, reproduction_check
+from evaluator.data.registry import load_registry
 from evaluator.errors import EvaluatorError, SplitHashMismatch
-from evaluator.evaluate import evaluate_probe, execute_run, reproduction_check
-from evaluator.measure import ScoredExamples, task_metrics
-from evaluator.registry import load_registry
+from evaluator.metrics import metrics, records
+from evaluator.metrics.measure import ScoredExamples, task_metrics
 from tests.evaluator.conftest import MINILM, PROJECT_ROOT, SMOLLM, TASK, build_registry, fresh_cache
 
 IMPUTATION = {"auroc_ea": 0.85, "auroc_ds": 0.7, "rho_ce": 0.5}
@@ -25,10 +26,10 @@ IMPUTATION = {"auroc_ea": 0.85, "auroc_ds": 0.7, "rho_ce": 0.5}
 @pytest.fixture(scope="module")
 def probe_dir(tiny_registry, tiny_root, cache_dir, tmp_path_factory):
     """A logistic probe trained with the CLI's code path on capitals-v1 (SmolLM2 layer 15)."""
-    from evaluator.activations import ActivationCache
-    from evaluator.models import load_model
-    from evaluator.probes import save_probe
-    from evaluator.recipes import Recipe, train_recipe
+    from evaluator.core.activations import ActivationCache
+    from evaluator.core.models import load_model
+    from evaluator.core.probes import save_probe
+    from evaluator.core.recipes import Recipe, train_recipe
 
     lm = load_model(SMOLLM, registry=tiny_registry, cache_dir=cache_dir, device="cpu", dtype="float32")
     recipe = Recipe(method="logistic_regression", task=TASK, layer=15, seed=0)
@@ -265,7 +266,7 @@ def test_an_eval_awareness_reference_probe_makes_auroc_ea_measured(probe_dir, ti
 def test_reproduction_detects_a_probe_that_is_not_what_its_recipe_makes(
     probe_dir, tiny_registry, cache_dir, tmp_path
 ):
-    from evaluator.probes import load_probe, save_probe
+    from evaluator.core.probes import load_probe, save_probe
 
     probe = load_probe(probe_dir, registry=tiny_registry)
     tampered = dict(probe.tensors)
@@ -389,8 +390,8 @@ def test_the_cli_reports_a_bad_artifact_as_an_error(tiny_root, tmp_path):
 
 def test_importing_the_evaluator_loads_neither_django_nor_torch():
     code = (
-        "import sys, evaluator, evaluator.evaluate, evaluator.measure, evaluator.probes, evaluator.recipes, evaluator.activations,"
-        " evaluator.models, evaluator.transfer, evaluator.latency, evaluator.train_cli, evaluator.cli;"
+        "import sys, evaluator, evaluator.axes.evaluate, evaluator.metrics.measure, evaluator.core.probes, evaluator.core.recipes, evaluator.core.activations,"
+        " evaluator.core.models, evaluator.axes.transfer, evaluator.axes.latency, evaluator.commands.train_cli, evaluator.commands.cli;"
         " heavy = [m for m in ('django', 'torch', 'transformers', 'sklearn') if m in sys.modules];"
         " print(','.join(heavy))"
     )
@@ -404,8 +405,8 @@ def test_importing_the_evaluator_loads_neither_django_nor_torch():
 
 @pytest.mark.model
 def test_a_worker_can_pass_the_models_it_keeps_loaded(probe_dir, tiny_registry, cache_dir, smollm, minilm):
-    from evaluator.probes import load_probe
-    from evaluator.transfer import cross_model_transfer
+    from evaluator.axes.transfer import cross_model_transfer
+    from evaluator.core.probes import load_probe
 
     run = execute_run(
         probe_dir, task_id=TASK, split="test", registry=tiny_registry, cache_dir=cache_dir, lm=smollm

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluator.activations import ActivationCache, harvest, split_activations
-from evaluator.metrics import auroc
-from evaluator.models import load_model
-from evaluator.recipes import Recipe, fit_recipe
+from evaluator.core.activations import ActivationCache, harvest, split_activations
+from evaluator.core.models import load_model
+from evaluator.core.recipes import Recipe, fit_recipe
+from evaluator.metrics.metrics import auroc
 from tests.evaluator.conftest import GEMMA, MINILM, PROJECT_ROOT, SMOLLM, TASK
 
 pytestmark = [pytest.mark.slow, pytest.mark.model]
@@ -65,10 +65,10 @@ def test_bf16_gives_the_same_probe_results_as_fp32(model_id, layer, tiny_registr
 
 
 def test_a_real_task_trains_and_evaluates_with_transfer_to_every_model(tmp_path):
-    from evaluator.evaluate import evaluate_probe
-    from evaluator.probes import save_probe
-    from evaluator.recipes import train_recipe
-    from evaluator.registry import load_registry
+    from evaluator.axes.evaluate import evaluate_probe
+    from evaluator.core.probes import save_probe
+    from evaluator.core.recipes import train_recipe
+    from evaluator.data.registry import load_registry
     from tests.evaluator.conftest import fresh_cache, model_cache_dir
 
     registry = load_registry(PROJECT_ROOT)

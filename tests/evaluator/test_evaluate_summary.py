@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from evaluator.cli import build_parser, wants_summary
-from evaluator.summary import evaluation_summary
+from evaluator.commands.cli import build_parser, wants_summary
+from evaluator.metrics.summary import evaluation_summary
 from tests.evaluator.conftest import PROJECT_ROOT, SMOLLM, TASK
 
 

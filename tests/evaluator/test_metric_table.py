@@ -1,4 +1,4 @@
-"""The metric table (evaluator/metric_table.py): each metric's facts written once, and the
+"""The metric table (evaluator/metrics/metric_table.py): each metric's facts written once, and the
 readers that follow it (the declared-vs-measured comparison, the reproduce client, the export's
 columns). The submission check's reading of it is tested with the database,
 tests/leaderboard/test_metric_table_readers.py."""
@@ -9,10 +9,10 @@ import dataclasses
 
 import pytest
 
-from evaluator import metric_table
-from evaluator.client import DEFAULT_TOLERANCES, numbers_compare, protocol_tolerances
-from evaluator.measure import declared_gaps
-from evaluator.metric_table import DECLARED_GAP, METRICS, Metric
+from evaluator.commands.client import DEFAULT_TOLERANCES, numbers_compare, protocol_tolerances
+from evaluator.metrics import metric_table
+from evaluator.metrics.measure import declared_gaps
+from evaluator.metrics.metric_table import DECLARED_GAP, METRICS, Metric
 
 NEW = Metric(
     "fnr_at_5pct",
@@ -138,6 +138,6 @@ def test_rows_are_frozen():
 
 
 def test_what_the_reference_probes_declare_is_declarable():
-    from evaluator.reference_probes import DECLARED
+    from evaluator.commands.reference_probes import DECLARED
 
     assert set(DECLARED) <= set(metric_table.declarable_names())

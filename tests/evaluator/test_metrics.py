@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
-from evaluator import metrics
 from evaluator.errors import MetricInputError
+from evaluator.metrics import metrics
 
 
 def test_auroc_hand_computed_with_a_tie():

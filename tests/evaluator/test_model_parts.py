@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.errors import RegistryError
-from evaluator.models import (
+from evaluator.core.models import (
     MissingModelPackage,
     WeightsHashMismatch,
     _materialize_gguf,
@@ -24,7 +23,8 @@ from evaluator.models import (
     install_hint,
     package_dir,
 )
-from evaluator.registry import load_models, load_registry
+from evaluator.data.registry import load_models, load_registry
+from evaluator.errors import RegistryError
 
 ROOT = Path(__file__).resolve().parents[2]
 QWEN = "qwen2.5-coder-0.5b-instruct"
@@ -184,8 +184,8 @@ def test_the_cli_transfer_targets_leave_out_a_model_loaded_on_request():
 @pytest.mark.model
 def test_qwen_loads_from_its_joined_parts_and_reads_like_the_others(tmp_path):
     """Needs `make qwen` (the six part wheels): joined, hash-checked, converted, harvested."""
-    from evaluator.activations import harvest
-    from evaluator.models import load_model
+    from evaluator.core.activations import harvest
+    from evaluator.core.models import load_model
 
     reg = load_registry(ROOT)
     lm = load_model(QWEN, registry=reg, cache_dir=tmp_path, device="cpu", memo=False)
@@ -196,8 +196,8 @@ def test_qwen_loads_from_its_joined_parts_and_reads_like_the_others(tmp_path):
     assert not (acts[(12, "last_token")] == acts[(24, "last_token")]).all()
     # its GGUF keeps a separate LM head (not tied to the embeddings): kept at conversion, used by
     # generation and the steering readout
-    from evaluator.builders.generate import greedy_generate
-    from evaluator.models import output_embedding
+    from evaluator.core.generate import greedy_generate
+    from evaluator.core.models import output_embedding
 
     head = output_embedding(lm)
     assert tuple(head.shape) == tuple(lm.model.get_input_embeddings().weight.shape)
@@ -210,6 +210,6 @@ def test_qwen_loads_from_its_joined_parts_and_reads_like_the_others(tmp_path):
     out = greedy_generate([("q", chat)], model_id=QWEN, registry=reg, cache_dir=tmp_path, max_new_tokens=8)
     assert "Paris" in out["q"]
     # the on-policy refusal task writes the model's chat format itself: it is the tokenizer's
-    from evaluator.builders.onpolicy_refusal import CHAT
+    from evaluator.data.builders.onpolicy_refusal import CHAT
 
     assert CHAT[QWEN].format(request="What is the capital of France?") == chat

@@ -6,8 +6,7 @@ import dataclasses
 
 import pytest
 
-from evaluator.errors import InfrastructureError
-from evaluator.models import (
+from evaluator.core.models import (
     MissingModelPackage,
     WeightsHashMismatch,
     converted_dir,
@@ -15,6 +14,7 @@ from evaluator.models import (
     load_model,
     resolve_dtype,
 )
+from evaluator.errors import InfrastructureError
 from tests.evaluator.conftest import GEMMA, MINILM, SMOLLM
 
 pytestmark = pytest.mark.model
@@ -80,7 +80,7 @@ def test_auto_dtype_picks_bf16_only_on_cpus_with_bf16_units_and_the_default_is_f
 ):
     import torch
 
-    import evaluator.models as models
+    import evaluator.core.models as models
 
     spec = tiny_registry.model(SMOLLM)
     monkeypatch.setattr(models, "cpu_has_fast_bf16", lambda: False)
@@ -101,7 +101,7 @@ def test_install_hints_match_how_the_packages_are_installed(tiny_registry):
 
 @pytest.mark.slow
 def test_gemma_loads_from_its_joined_gguf_with_large_residual_norms(tiny_registry, cache_dir):
-    from evaluator.activations import harvest
+    from evaluator.core.activations import harvest
 
     gemma = load_model(GEMMA, registry=tiny_registry, cache_dir=cache_dir, device="cpu", dtype="float32")
     assert type(gemma.model).__name__ == "Gemma3TextModel"

@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evaluator.activations import read_split
-from evaluator.builders import ON_POLICY_TASK_IDS
-from evaluator.builders.cli import _flipped_labels, check_tasks
-from evaluator.builders.common import SPLIT_ORDER, normalise
-from evaluator.builders.onpolicy import CITY_COUNTRY_ID, names_country
-from evaluator.builders.onpolicy_tasks import generation_keys, relabel
+from evaluator.commands.build_data import _flipped_labels, check_tasks
+from evaluator.core.activations import read_split
+from evaluator.data.builders import ON_POLICY_TASK_IDS
+from evaluator.data.builders.common import SPLIT_ORDER, normalise
+from evaluator.data.builders.onpolicy import CITY_COUNTRY_ID, names_country
+from evaluator.data.builders.onpolicy_tasks import generation_keys, relabel
+from evaluator.data.registry import default_root, load_registry
 from evaluator.errors import EvaluatorError, RegistryError, SplitHashMismatch
-from evaluator.registry import default_root, load_registry
 
 ROOT = default_root()
 SMOL, GEMMA, ENCODER = "smollm2-135m-instruct", "gemma-3-270m", "all-minilm-l6-v2"
@@ -190,7 +190,7 @@ def test_committed_on_policy_splits_are_per_model_balanced_and_labelled_by_the_j
         # both classes share one template: the prompt differs only in the city
         test = _rows(ROOT / splits["test"].path)
         if task_id == CITY_COUNTRY_ID:
-            from evaluator.builders.onpolicy import MODEL_PROMPTS, PROMPT
+            from evaluator.data.builders.onpolicy import MODEL_PROMPTS, PROMPT
 
             # each model reads its own prompt (Gemma is asked "located in the country of"; Qwen
             # reads SmolLM2's)
@@ -247,7 +247,7 @@ def test_regenerated_outputs_that_flip_labels_are_counted(registry):
 
 
 def test_leakage_checks_read_each_models_test_file(registry):
-    from evaluator.leakage import declared_text_sources, overlapping_test_splits
+    from evaluator.data.leakage import declared_text_sources, overlapping_test_splits
 
     declared = declared_text_sources(registry, tasks=[CITY_COUNTRY_ID], splits=["test"])
     [overlap] = overlapping_test_splits(registry, declared, tasks=[CITY_COUNTRY_ID])
@@ -269,7 +269,7 @@ def test_a_regenerated_sample_is_judged_on_its_own_rows(registry):
 
 
 def test_the_pressure_judge_needs_exactly_one_of_the_two_countries():
-    from evaluator.builders.onpolicy_pressure import pressure_label
+    from evaluator.data.builders.onpolicy_pressure import pressure_label
 
     assert pressure_label(" Brazil.\nA:", "Mexico", "Brazil") == 1  # states the pressured country
     assert pressure_label(" Mexico.\nB:", "Mexico", "Brazil") == 0  # keeps the truth
@@ -278,7 +278,7 @@ def test_the_pressure_judge_needs_exactly_one_of_the_two_countries():
 
 
 def test_the_addition_judge_reads_the_first_integer():
-    from evaluator.builders.onpolicy_arithmetic import problems, sums_right
+    from evaluator.data.builders.onpolicy_arithmetic import problems, sums_right
 
     assert sums_right(" 123\n", 50, 73) and not sums_right(" 112", 51, 59)
     assert not sums_right(" 19 + ", 19, 89) and not sums_right(" the sum", 1, 2)
@@ -328,8 +328,8 @@ def test_a_generation_set_read_in_several_calls_is_neither_regenerated_nor_trunc
     """A builder asks for the neutral outputs, then for the pressured ones: the file written after
     the first call must not hide the committed pressured outputs from the second (that bug made a
     one-task build regenerate 2,006 committed prompts)."""
-    from evaluator.builders import generate
-    from evaluator.builders.cli import _Generations
+    from evaluator.commands.build_data import _Generations
+    from evaluator.core import generate
 
     path = tmp_path / generate.generations_relpath("set-x", SMOL)
     generate.generations_write(

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save, save_file
 
-from evaluator.errors import ArtifactError, UnknownNameError
-from evaluator.probes import (
+from evaluator.core.probes import (
     ProbeMetadata,
     load_probe,
     probe_from_bytes,
@@ -19,6 +18,7 @@ from evaluator.probes import (
     read_safetensors,
     save_probe,
 )
+from evaluator.errors import ArtifactError, UnknownNameError
 from tests.evaluator.conftest import SMOLLM, TASK
 
 D = 576  # SmolLM2's d_model

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.reference_probes import load_manifest, read_sidecar
-from evaluator.registry import load_registry
+from evaluator.commands.reference_probes import load_manifest, read_sidecar
+from evaluator.data.registry import load_registry
 from tests.evaluator.conftest import PROJECT_ROOT, model_cache_dir
 
 
@@ -30,8 +30,8 @@ def test_every_committed_reference_probe_was_measured_in_float32_and_reproduced(
 @pytest.mark.slow
 @pytest.mark.model
 def test_every_reference_probe_is_reproduced_under_the_protocol(real_registry):
-    from evaluator.evaluate import reproduction_check
-    from evaluator.models import load_model
+    from evaluator.axes.evaluate import reproduction_check
+    from evaluator.core.models import load_model
 
     protocol = real_registry.protocol()
     for entry in load_manifest(real_registry):

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 import yaml
 
-from evaluator.activations import HarvestConfig
-from evaluator.environment import CPU_FLAGS, cpu_info, environment_capture, environment_label
+from evaluator.axes.evaluate import BASELINE_SEED, reproduction_verdict
+from evaluator.axes.transfer import TRANSFER_SEED
+from evaluator.core.activations import HarvestConfig
+from evaluator.core.environment import CPU_FLAGS, cpu_info, environment_capture, environment_label
+from evaluator.core.models import ProtocolViolation, load_model, protocol_numerics_apply
+from evaluator.data.registry import load_protocol, load_registry
 from evaluator.errors import RegistryError
-from evaluator.evaluate import BASELINE_SEED, reproduction_verdict
-from evaluator.metrics import BOOTSTRAP_SEED
-from evaluator.models import ProtocolViolation, load_model, protocol_numerics_apply
-from evaluator.registry import load_protocol, load_registry
-from evaluator.transfer import TRANSFER_SEED
+from evaluator.metrics.metrics import BOOTSTRAP_SEED
 from tests.evaluator.conftest import PROJECT_ROOT, SMOLLM
 
 P1 = PROJECT_ROOT / "registry" / "protocols" / "p1.yaml"
@@ -105,7 +105,7 @@ def test_the_cuda_numerics_switch_tf32_off_and_cpu_is_left_alone():
 
 
 def test_a_board_run_refuses_bf16_before_loading_anything(tiny_registry, tmp_path, p1, monkeypatch):
-    import evaluator.models as models
+    import evaluator.core.models as models
 
     with pytest.raises(ProtocolViolation, match="protocol p1.*bfloat16 on cpu is for exploration"):
         load_model(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.ranks import borda_ranks, borda_scores, competition_ranks, rank_deltas
+from evaluator.metrics.ranks import borda_ranks, borda_scores, competition_ranks, rank_deltas
 
 
 def test_competition_ranks_share_the_better_rank():

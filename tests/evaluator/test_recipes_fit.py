@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluator.activations import ActivationCache, split_activations
+from evaluator.core.activations import ActivationCache, split_activations
+from evaluator.core.probes import probe_from_tensors
+from evaluator.core.recipes import METHODS, Recipe, fit_recipe, map_layer, train_recipe
 from evaluator.errors import ArtifactError, UnknownNameError
-from evaluator.metrics import auroc
-from evaluator.probes import probe_from_tensors
-from evaluator.recipes import METHODS, Recipe, fit_recipe, map_layer, train_recipe
+from evaluator.metrics.metrics import auroc
 from tests.evaluator.conftest import SMOLLM, TASK
 
 LAYER = 15

@@ -1,4 +1,4 @@
-"""The stored score's typed records (evaluator/records.py) and the committed JSON Schemas
+"""The stored score's typed records (evaluator/metrics/records.py) and the committed JSON Schemas
 (evaluator/schemas/): round trips, both spellings of a task's results, and the evaluate
 command's JSON against its schema. A stored score written by the score writer is validated in
 tests/leaderboard/test_score_records.py."""
@@ -12,13 +12,14 @@ import jsonschema
 import numpy as np
 import pytest
 
-from evaluator import applicability, records
-from evaluator.evaluate import BaselineResult, ProbeEvaluation, RunResult, TaskEvaluation
-from evaluator.latency import LatencyResult
-from evaluator.measure import ScoredExamples, aggregate_measurements, declared_gaps, task_metrics
-from evaluator.records import ScoreRecord, TaskRecord, measurements_from_stored
-from evaluator.registry import load_registry
-from evaluator.scoring import probe_score
+from evaluator.axes.evaluate import BaselineResult, ProbeEvaluation, RunResult, TaskEvaluation
+from evaluator.axes.latency import LatencyResult
+from evaluator.core import applicability
+from evaluator.data.registry import load_registry
+from evaluator.metrics import records
+from evaluator.metrics.measure import ScoredExamples, aggregate_measurements, declared_gaps, task_metrics
+from evaluator.metrics.records import ScoreRecord, TaskRecord, measurements_from_stored
+from evaluator.metrics.scoring import probe_score
 from tests.evaluator.conftest import PROJECT_ROOT
 
 IMPUTATION = {"auroc_ea": 0.85, "auroc_ds": 0.7, "rho_ce": 0.5}

@@ -18,8 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.probes import ARTIFACT_NAME, METADATA_NAME, load_probe
-from evaluator.reference_probes import (
+from evaluator.commands.reference_probes import (
     AUTHORS,
     LICENSE,
     SIDECAR,
@@ -32,7 +31,8 @@ from evaluator.reference_probes import (
     read_sidecar,
     record_problems,
 )
-from evaluator.registry import load_registry
+from evaluator.core.probes import ARTIFACT_NAME, METADATA_NAME, load_probe
+from evaluator.data.registry import load_registry
 from leaderboard.validation import KNOWN_FIELDS
 from tests.evaluator.conftest import PROJECT_ROOT, SMOLLM, model_cache_dir
 
@@ -232,8 +232,8 @@ def test_a_record_measured_against_another_reference_or_file_is_named_stale(entr
 @pytest.mark.model
 def test_the_smollm2_eval_awareness_probe_reevaluates_to_its_recorded_test_metrics(entries, real_registry):
     """One run on benchmark-vs-user-v1/test (activations from the cache when present)."""
-    from evaluator import metrics as m
-    from evaluator.evaluate import execute_run
+    from evaluator.axes.evaluate import execute_run
+    from evaluator.metrics import metrics as m
 
     entry = ea_reference_for(entries, SMOLLM)
     recorded = _recorded(entry, real_registry.root)["tasks"][entry.task]
@@ -256,7 +256,7 @@ def test_the_smollm2_eval_awareness_probe_reevaluates_to_its_recorded_test_metri
 @pytest.mark.slow
 @pytest.mark.model
 def test_every_reference_probe_reevaluates_to_its_recorded_metrics(entries, real_registry):
-    from evaluator.evaluate import evaluate_probe
+    from evaluator.axes.evaluate import evaluate_probe
 
     for entry in entries:
         recorded = _recorded(entry, real_registry.root)
@@ -293,9 +293,9 @@ def test_every_reference_probe_reevaluates_to_its_recorded_metrics(entries, real
 def test_every_reference_probe_retrains_to_its_committed_artifact(entries, real_registry):
     """``python -m evaluator reference-probes --check``: the sweep picks the same layer and the
     fit gives the same tensors (within the check's tolerance)."""
-    from evaluator.activations import ActivationCache
-    from evaluator.models import load_model
-    from evaluator.reference_probes import compare_artifacts, train_reference
+    from evaluator.commands.reference_probes import compare_artifacts, train_reference
+    from evaluator.core.activations import ActivationCache
+    from evaluator.core.models import load_model
 
     cache = ActivationCache(model_cache_dir())
     for entry in entries:

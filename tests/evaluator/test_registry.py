@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from evaluator.data.registry import load_registry
 from evaluator.errors import RegistryError, SplitHashMismatch, UnknownNameError
-from evaluator.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""Metric reliability (evaluator/reliability.py): the diagnostic entries land where they must on
+"""Metric reliability (evaluator/commands/reliability.py): the diagnostic entries land where they must on
 the committed panel's real rows, a missed expectation flags its metric, the committed table is the
 current one, and (``-m model``) the whole run on the real model."""
 
@@ -7,9 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluator.metric_table import metrics
-from evaluator.registry import load_registry
-from evaluator.reliability import (
+from evaluator.axes.text_baselines import load_panel, member_scores
+from evaluator.commands.reliability import (
     DIAGNOSTICS,
     EXPECTATIONS,
     METRICS,
@@ -19,7 +18,8 @@ from evaluator.reliability import (
     run_reliability,
     summarise,
 )
-from evaluator.text_baselines import load_panel, member_scores
+from evaluator.data.registry import load_registry
+from evaluator.metrics.metric_table import metrics
 from tests.evaluator.conftest import PROJECT_ROOT, SMOLLM, fresh_cache
 
 TASK = "onpolicy-city-country-v1"
@@ -30,14 +30,14 @@ def real():
     registry = load_registry(PROJECT_ROOT)
     task = registry.task(TASK)
     panel = load_panel(registry.root, task, SMOLLM)
-    from evaluator.activations import read_split
+    from evaluator.core.activations import read_split
 
     test = read_split(registry, TASK, "test", model=SMOLLM)
     return registry, panel, test
 
 
 def _metrics(panel, test, scores):
-    from evaluator.metrics import sigmoid
+    from evaluator.metrics.metrics import sigmoid
 
     return entry_metrics(
         test=(test.ids, test.labels, np.asarray(scores, dtype=np.float64)),

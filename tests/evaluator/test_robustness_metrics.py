@@ -10,10 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.attack import attack_metrics, is_checkpoint, robustness_summary, steps_to_half
+from evaluator.axes.attack import attack_metrics, is_checkpoint, robustness_summary, steps_to_half
+from evaluator.data.registry import (
+    AttackSettings,
+    LicenseSpec,
+    load_protocol,
+    load_registry,
+    load_weights_spec,
+)
 from evaluator.errors import RegistryError
-from evaluator.registry import AttackSettings, LicenseSpec, load_protocol, load_registry, load_weights_spec
-from evaluator.scoring import Measurements, probe_score
+from evaluator.metrics.scoring import Measurements, probe_score
 
 ROOT = Path(__file__).resolve().parents[2]
 P1 = ROOT / "registry" / "protocols" / "p1.yaml"
@@ -91,7 +97,7 @@ def test_the_summary_waits_for_a_pending_task_and_skips_undefined_ones():
 
 
 def test_the_best_checkpoint_is_the_lowest_recall_and_the_earliest_of_equals():
-    from evaluator.attack import best_checkpoint
+    from evaluator.axes.attack import best_checkpoint
 
     curve = [{"step": 0, "recall": 0.9}, {"step": 5, "recall": 0.4}, {"step": 10, "recall": 0.6}]
     assert best_checkpoint(curve) == 1

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
+from evaluator.data.registry import load_registry
 from evaluator.errors import UnknownNameError
-from evaluator.registry import load_registry
-from evaluator.scoring import Measurements, probe_score, ranking_key
+from evaluator.metrics.scoring import Measurements, probe_score, ranking_key
 
 REG = load_registry()
 SPEC = REG.spec("v0.0.1")

@@ -1,4 +1,4 @@
-"""Direction utility (evaluator/steer.py): readouts declared in tasks.yaml, the readout's
+"""Direction utility (evaluator/axes/steer.py): readouts declared in tasks.yaml, the readout's
 validation, the strength sweep with its fluency guard, addition and ablation of a probe's
 direction against random directions (p-value, z per seed), the prompting baseline and steered
 generation, on the real SmolLM2.
@@ -27,12 +27,7 @@ import pytest
 import yaml
 
 from bench.bench_steer import random_probe_write
-from evaluator.activations import HarvestConfig, read_split, render
-from evaluator.errors import RegistryError
-from evaluator.models import load_model
-from evaluator.probes import load_probe
-from evaluator.registry import load_protocol, load_registry, load_tasks
-from evaluator.steer import (
+from evaluator.axes.steer import (
     _ablation,
     _addition,
     _against_random,
@@ -53,6 +48,11 @@ from evaluator.steer import (
     steer_task,
     unit_direction,
 )
+from evaluator.core.activations import HarvestConfig, read_split, render
+from evaluator.core.models import load_model
+from evaluator.core.probes import load_probe
+from evaluator.data.registry import load_protocol, load_registry, load_tasks
+from evaluator.errors import RegistryError
 from tests.evaluator.conftest import GEMMA, PROJECT_ROOT, SMOLLM, model_cache_dir
 
 REFERENCE = PROJECT_ROOT / "registry" / "reference_probes"
@@ -391,7 +391,7 @@ def test_adding_the_truth_probe_direction_moves_the_readout_towards_false(regist
 
 
 def test_a_push_far_past_the_residual_norm_fails_the_fluency_guard(registry, smollm2):
-    from evaluator.steer import fluency_ids
+    from evaluator.axes.steer import fluency_ids
 
     ids = fluency_ids(smollm2, registry, registry.protocol().steering)[:3]
     assert ids and all(2 <= len(x) <= registry.protocol().steering.fluency_tokens for x in ids)
@@ -472,7 +472,7 @@ def test_the_encoder_and_mlp_probes_are_not_eligible(registry, tmp_path):
 
 
 def test_the_cli_prints_the_steer_json(registry, smollm2, capsys):
-    from evaluator.cli import main
+    from evaluator.commands.cli import main
 
     code = main(
         [

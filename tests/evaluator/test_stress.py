@@ -9,8 +9,8 @@ import shutil
 import pytest
 import yaml
 
-from evaluator.builders.common import read_split
-from evaluator.builders.stress import (
+from evaluator.data.builders.common import read_split
+from evaluator.data.builders.stress import (
     BASE_PER_CLASS,
     FILLER_AFTER,
     FILLER_BEFORE,
@@ -22,8 +22,8 @@ from evaluator.builders.stress import (
     rewrite,
     stress_base,
 )
+from evaluator.data.registry import load_registry
 from evaluator.errors import RegistryError, SplitHashMismatch
-from evaluator.registry import load_registry
 from tests.evaluator.conftest import PROJECT_ROOT
 
 
@@ -34,7 +34,7 @@ def test_every_task_about_its_text_has_a_pinned_stress_split_and_on_policy_tasks
 
 
 def test_the_committed_stress_splits_rebuild_byte_for_byte(capsys):
-    from evaluator.cli import main
+    from evaluator.commands.cli import main
 
     assert main(["data-stress", "--check", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["ok"] is True
@@ -115,7 +115,7 @@ def copy(tmp_path):
 
 
 def test_a_changed_stress_file_or_a_stress_split_on_an_on_policy_task_is_refused(copy, capsys):
-    from evaluator.cli import main
+    from evaluator.commands.cli import main
 
     path = copy / "registry" / "splits" / "halueval-qa-v1" / "stress.jsonl"
     path.write_text(path.read_text().replace('"label": 0', '"label": 1', 1))
@@ -140,8 +140,8 @@ def test_hard_negatives_are_read_against_the_clean_positives():
     clean threshold shows it, and the AUROC compares them with the clean test positives."""
     import numpy as np
 
-    from evaluator.metrics import auroc
-    from evaluator.stress import stress_metrics
+    from evaluator.axes.stress import stress_metrics
+    from evaluator.metrics.metrics import auroc
 
     rng = np.random.default_rng(0)
     train_negatives = rng.normal(0, 1, 200)
@@ -168,8 +168,8 @@ def test_clean_is_read_on_the_rewritten_rows_so_each_drop_is_paired():
     split's, and a stress row whose base row is not a test row is refused."""
     import numpy as np
 
+    from evaluator.axes.stress import stress_metrics
     from evaluator.errors import EvaluatorError
-    from evaluator.stress import stress_metrics
 
     test_ids = [f"r{i}" for i in range(8)]
     labels = np.array([0, 0, 0, 0, 1, 1, 1, 1])

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from evaluator.builders.stress import TRANSFORMS
+from evaluator.data.builders.stress import TRANSFORMS
 from tests.evaluator.conftest import MINILM, build_registry, capitals_task
 
 pytestmark = pytest.mark.model
@@ -18,12 +18,12 @@ pytestmark = pytest.mark.model
 @pytest.fixture(scope="module")
 def stressed(tmp_path_factory, cache_dir):
     """A capitals registry with its stress split written by the CLI, and a MiniLM probe on it."""
-    from evaluator.activations import ActivationCache
-    from evaluator.cli import main
-    from evaluator.models import load_model
-    from evaluator.probes import save_probe
-    from evaluator.recipes import Recipe, train_recipe
-    from evaluator.registry import load_registry
+    from evaluator.commands.cli import main
+    from evaluator.core.activations import ActivationCache
+    from evaluator.core.models import load_model
+    from evaluator.core.probes import save_probe
+    from evaluator.core.recipes import Recipe, train_recipe
+    from evaluator.data.registry import load_registry
 
     root = tmp_path_factory.mktemp("stress-registry")
     build_registry(root, [capitals_task(root)])
@@ -38,9 +38,9 @@ def stressed(tmp_path_factory, cache_dir):
 
 
 def test_the_stress_report_is_recomputed_from_the_scores_it_prints(stressed, cache_dir, capsys):
-    from evaluator.builders.common import read_split
-    from evaluator.cli import main
-    from evaluator.metrics import auroc, recall_at_fpr
+    from evaluator.commands.cli import main
+    from evaluator.data.builders.common import read_split
+    from evaluator.metrics.metrics import auroc, recall_at_fpr
 
     root, probe = stressed
     argv = ["stress", "--probe", str(probe), "--registry", str(root), "--cache-dir", str(cache_dir)]

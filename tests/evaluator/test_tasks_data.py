@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.builders import ON_POLICY_TASK_IDS
-from evaluator.builders import TASK_IDS as ALL_TASK_IDS
-from evaluator.builders.cli import build_tasks, check_tasks
-from evaluator.builders.common import SPLIT_ORDER, normalise
-from evaluator.builders.sources import SourceError
+from evaluator.commands.build_data import build_tasks, check_tasks
+from evaluator.data.builders import ON_POLICY_TASK_IDS
+from evaluator.data.builders import TASK_IDS as ALL_TASK_IDS
+from evaluator.data.builders.common import SPLIT_ORDER, normalise
+from evaluator.data.builders.sources import SourceError
+from evaluator.data.registry import CATEGORIES, default_root, load_registry, sha256_file
 from evaluator.errors import EvaluatorError
-from evaluator.registry import CATEGORIES, default_root, load_registry, sha256_file
 
 ROOT = default_root()
 #: tasks about the input text (one set of split files); on-policy tasks: test_onpolicy_tasks.py
@@ -160,7 +160,7 @@ def registry_sha(task_id: str, split: str) -> str:
 
 
 def test_a_tampered_source_archive_is_refused(sources_dir, tmp_path):
-    from evaluator.builders.sources import fetch, load_sources
+    from evaluator.data.builders.sources import fetch, load_sources
 
     source = load_sources(ROOT)["human-eval"]
     fake = tmp_path / source.filename

@@ -11,20 +11,19 @@ import numpy as np
 import pytest
 import yaml
 
-from evaluator.compare import delong_test
-from evaluator.errors import EvaluatorError, RegistryError
-from evaluator.registry import load_registry
-from evaluator.text_baselines import (
+from evaluator.axes.text_baselines import (
     Z95,
     chosen_by_cv,
     controlled_auroc,
     load_panel,
-    mean_delta_ci,
     member_scores,
     panel_relpath,
     strongest,
     text_lift,
 )
+from evaluator.data.registry import load_registry
+from evaluator.errors import EvaluatorError, RegistryError
+from evaluator.metrics.compare import delong_test, mean_delta_ci
 from tests.evaluator.conftest import PROJECT_ROOT, build_registry
 from tests.evaluator.test_text_panel import _toy_task
 
@@ -32,7 +31,7 @@ from tests.evaluator.test_text_panel import _toy_task
 @pytest.fixture
 def written(tmp_path):
     """A toy registry whose one task's panel was written by the CLI (no encoder)."""
-    from evaluator.cli import main
+    from evaluator.commands.cli import main
 
     root = build_registry(tmp_path, [_toy_task(tmp_path)])
     assert main(["data-baselines", "--write", "--registry", str(root), "--no-encoder", "--json"]) == 0
@@ -145,7 +144,7 @@ def test_the_mean_lifts_interval_adds_the_tasks_variances():
 def test_every_committed_panel_is_pinned_and_scores_its_tasks_test_rows():
     """The committed panels: one per task (per model file of an on-policy task), pinned, and
     holding a score for every row of the split it was built from."""
-    from evaluator.activations import read_split
+    from evaluator.core.activations import read_split
 
     reg = load_registry(PROJECT_ROOT, verify_hashes=True)
     for task in reg.tasks.values():
@@ -196,7 +195,7 @@ def test_a_probe_with_signal_the_text_lacks_is_credited_even_when_it_scores_lowe
 
 
 def test_the_cli_and_the_board_name_the_same_member_on_a_tie():
-    from evaluator.text_panel import best_member
+    from evaluator.axes.text_panel import best_member
 
     # equal at the file's four decimals: the first by name, whatever the order or the fifth decimal
     assert best_member({"word_tfidf": 1.0, "char_tfidf": 0.99999, "stack": 1.0}) == "char_tfidf"

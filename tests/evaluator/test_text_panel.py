@@ -1,4 +1,4 @@
-"""The text-baseline panel (evaluator.text_panel): hyperparameters chosen on train alone,
+"""The text-baseline panel (evaluator.axes.text_panel): hyperparameters chosen on train alone,
 deterministic, the structured-feature spec validated, and ``data-baselines``' JSON shape."""
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ import random
 import numpy as np
 import pytest
 
-from evaluator.errors import RegistryError
-from evaluator.registry import StructuredFeature, load_registry
-from evaluator.text_panel import (
+from evaluator.axes.text_panel import (
     C_GRID,
     PanelRows,
     fit_member,
     fit_panel,
     panel_members,
 )
+from evaluator.data.registry import StructuredFeature, load_registry
+from evaluator.errors import RegistryError
 from tests.evaluator.conftest import build_registry, write_split
 
 ADDITION = (StructuredFeature("a", r"What is (?P<a>\d+) \+ (?P<b>\d+)\?", "numeric"),)
@@ -231,7 +231,7 @@ def test_the_declared_features_of_the_shipped_tasks_load():
 
 
 def test_data_baselines_prints_the_panel_as_json(tmp_path, capsys):
-    from evaluator.cli import main
+    from evaluator.commands.cli import main
 
     root = build_registry(tmp_path, [_toy_task(tmp_path, _feature())])
     argv = ["data-baselines", "--task", "toy-addition-v1", "--registry", str(root), "--no-encoder", "--json"]
@@ -253,7 +253,7 @@ def test_data_baselines_prints_the_panel_as_json(tmp_path, capsys):
 
 
 def test_data_baselines_without_one_task_says_what_to_name(tmp_path, capsys):
-    from evaluator.cli import main
+    from evaluator.commands.cli import main
 
     root = build_registry(tmp_path, [_toy_task(tmp_path)])
     assert main(["data-baselines", "--registry", str(root), "--json"]) == 2
@@ -261,15 +261,15 @@ def test_data_baselines_without_one_task_says_what_to_name(tmp_path, capsys):
 
 
 def test_the_on_policy_files_need_a_model():
+    from evaluator.axes.text_panel import task_panel
     from evaluator.errors import EvaluatorError
-    from evaluator.text_panel import task_panel
 
     with pytest.raises(EvaluatorError, match="is on-policy.*name one with --model"):
         task_panel(load_registry(), "onpolicy-addition-v1")
 
 
 def test_the_summary_is_a_table_of_the_members():
-    from evaluator.text_panel import panel_table
+    from evaluator.axes.text_panel import panel_table
 
     train = _rows(*_addition_task(100, 3), "tr")
     test = _rows(*_addition_task(50, 4), "te")
@@ -287,7 +287,7 @@ def test_the_summary_is_a_table_of_the_members():
 
 @pytest.mark.model
 def test_the_minilm_member_embeds_the_prompts_through_the_cache(tiny_registry, cache_dir):
-    from evaluator.text_panel import encoder_embed
+    from evaluator.axes.text_panel import encoder_embed
 
     food = ["I baked fresh bread", "The soup was salty", "We ate ripe mangoes", "She cooked rice and beans"]
     sport = [
@@ -316,8 +316,8 @@ def test_build_data_keeps_a_declared_structured_baseline(tmp_path):
 
     import yaml
 
-    from evaluator.builders.cli import update_tasks_yaml
-    from evaluator.builders.common import rewrite_tasks
+    from evaluator.commands.build_data import update_tasks_yaml
+    from evaluator.data.builders.common import rewrite_tasks
     from tests.evaluator.conftest import PROJECT_ROOT
 
     path = tmp_path / "tasks.yaml"
@@ -329,7 +329,7 @@ def test_build_data_keeps_a_declared_structured_baseline(tmp_path):
 
     rewrite_tasks(path, declare)
     entry = next(e for e in yaml.safe_load(path.read_text())["tasks"] if e["id"] == "halueval-qa-v1")
-    meta = importlib.import_module("evaluator.builders.halueval").META
+    meta = importlib.import_module("evaluator.data.builders.halueval").META
     update_tasks_yaml(path, {"halueval-qa-v1": {"meta": meta, "splits": entry["splits"]}})
     rebuilt = next(e for e in yaml.safe_load(path.read_text())["tasks"] if e["id"] == "halueval-qa-v1")
     assert rebuilt["structured_baseline"] == spec

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluator.activations import ActivationCache
-from evaluator.probes import probe_from_tensors
-from evaluator.recipes import Recipe, train_recipe
-from evaluator.transfer import cross_model_transfer
+from evaluator.axes.transfer import cross_model_transfer
+from evaluator.core.activations import ActivationCache
+from evaluator.core.probes import probe_from_tensors
+from evaluator.core.recipes import Recipe, train_recipe
 from tests.evaluator.conftest import MINILM, SMOLLM, TASK, fresh_cache
 
 pytestmark = pytest.mark.model

@@ -64,7 +64,7 @@ def build_mini_registry(
 
 
 def _write_stress(dest: Path, task_id: str, splits: dict) -> dict:
-    from evaluator.builders.stress import stress_bytes, stress_relpath
+    from evaluator.data.builders.stress import stress_bytes, stress_relpath
 
     def rows(name: str) -> list[dict]:
         text = (dest / splits[name]["path"]).read_text()
@@ -83,7 +83,7 @@ def _write_stress(dest: Path, task_id: str, splits: dict) -> dict:
 def _write_panel(dest: Path, task_id: str, model: str | None, splits: dict) -> str:
     """The committed text-baseline panel cut to the rows the mini splits kept (its per-member
     summary stays the full file's); returns the new file's SHA-256 for the pin."""
-    from evaluator.text_baselines import panel_bytes, panel_relpath
+    from evaluator.axes.text_baselines import panel_bytes, panel_relpath
 
     panel = json.loads((ROOT / panel_relpath(task_id, model)).read_text())
     for split, block in panel["scores"].items():

@@ -90,8 +90,8 @@ def cli_evaluate(root: Path, probe_dir: Path) -> dict:
 def test_the_cli_with_its_defaults_gives_every_number_the_board_stores(
     board_root, trained, start_worker, researcher, system_account
 ):
-    from evaluator.registry import load_registry
-    from evaluator.scoring import Measurements, probe_score
+    from evaluator.data.registry import load_registry
+    from evaluator.metrics.scoring import Measurements, probe_score
 
     worker = start_worker("board")
     ref = submit_dir(
@@ -184,8 +184,8 @@ def test_the_worker_measures_in_float32_where_auto_would_pick_bf16(settings, mon
     dtype gave bf16; the worker's loader follows the protocol whatever the hardware offers."""
     import torch
 
-    import evaluator.models as models
-    from evaluator.registry import load_registry
+    import evaluator.core.models as models
+    from evaluator.data.registry import load_registry
     from leaderboard import runner
 
     settings.REGISTRY_ROOT = ROOT

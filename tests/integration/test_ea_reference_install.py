@@ -47,7 +47,7 @@ def install(slug: str) -> tuple[Submission, str]:
 def test_installing_the_second_reference_recomputes_the_dependents_auroc_ea_and_publishes_the_diff(
     board, trained, researcher, client
 ):
-    from evaluator.metrics import auroc_ea
+    from evaluator.metrics.metrics import auroc_ea
     from leaderboard.selectors.shared import ea_reference_version
 
     old_sub, _ = install(OLD)

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from evaluator import metrics
-from evaluator.holdouts import read_rows
-from evaluator.registry import load_registry
-from evaluator.text_baselines import load_panel, member_scores, strongest
+from evaluator.axes.text_baselines import load_panel, member_scores, strongest
+from evaluator.data.holdouts import read_rows
+from evaluator.data.registry import load_registry
+from evaluator.metrics import metrics
 from leaderboard.models import CycleResult, EvaluationRun, ReevaluationCycle, Score, Submission
 from leaderboard.services.reevaluation import reevaluation_start
 from tests.integration.conftest import SOURCE, wait_for

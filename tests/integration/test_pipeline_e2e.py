@@ -28,7 +28,7 @@ def submit_api(client: APIClient, probe_dir: Path):
 def test_an_api_submission_is_run_by_a_worker_and_scored_like_the_evaluator(
     mini, trained, start_worker, researcher, system_account, settings
 ):
-    from evaluator.evaluate import evaluate_probe
+    from evaluator.axes.evaluate import evaluate_probe
 
     cache = str(settings.CACHE_DIR)
     ref_dir, probe_dir = trained["reference"], trained["truth"]

@@ -288,7 +288,7 @@ def test_a_quarter_on_real_runs_catches_a_probe_trained_on_its_test_split(
 def test_a_new_reference_version_recomputes_auroc_ea_from_stored_scores_without_a_model(
     board, trained, reference_v2, worker_env, system_account, researcher, monkeypatch, client
 ):
-    from evaluator.metrics import auroc_ea
+    from evaluator.metrics.metrics import auroc_ea
     from leaderboard.services.reference_updates import reference_update_advance
 
     # a worker that runs models (the run queues) but no bookkeeping (the default queue), so the
@@ -336,7 +336,7 @@ def test_a_new_reference_version_recomputes_auroc_ea_from_stored_scores_without_
     def no_model(*args, **kwargs):
         raise AssertionError("a model was loaded while recomputing auroc_ea")
 
-    monkeypatch.setattr("evaluator.models.load_model", no_model)
+    monkeypatch.setattr("evaluator.core.models.load_model", no_model)
     monkeypatch.setattr("leaderboard.runner.loaded_model", no_model)
     update = reference_update_advance(update_id=update.pk)
 

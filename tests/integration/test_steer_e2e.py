@@ -11,7 +11,7 @@ import io
 import pytest
 from django.test import Client
 
-from evaluator.steer import direction_utility
+from evaluator.axes.steer import direction_utility
 from leaderboard.models import EvaluationRun, Score, Submission
 from tests.integration.conftest import settled, submit_dir, wait_for
 

@@ -1,5 +1,5 @@
 """Test data for the public board: probes with scored versions, built with the factories and scored
-by the real ProbeScore function (evaluator.scoring) under WeightsSpec rows from the registry."""
+by the real ProbeScore function (evaluator.metrics.scoring) under WeightsSpec rows from the registry."""
 
 from __future__ import annotations
 

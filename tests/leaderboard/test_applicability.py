@@ -1,4 +1,4 @@
-"""A probe is planned only on the tasks it can read (evaluator.applicability), and the planner agrees
+"""A probe is planned only on the tasks it can read (evaluator.core.applicability), and the planner agrees
 with what the evaluator refuses at the start of a run: every committed reference probe is
 submitted through the normal path against the whole registry, and each planned run passes the
 evaluator's own input check (template, split files of the model, layer, position) without a model;
@@ -14,10 +14,10 @@ import pytest
 import yaml
 from django.urls import reverse
 
-from evaluator.activations import run_inputs_check
-from evaluator.builders.onpolicy import CITY_COUNTRY_ID
+from evaluator.core.activations import run_inputs_check
+from evaluator.data.builders.onpolicy import CITY_COUNTRY_ID
+from evaluator.data.registry import EVAL_AWARENESS, load_registry
 from evaluator.errors import EvaluatorError
-from evaluator.registry import EVAL_AWARENESS, load_registry
 from leaderboard import models as m
 from tests.leaderboard.board_data import public_probe
 

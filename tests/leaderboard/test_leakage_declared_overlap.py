@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from evaluator.registry import load_registry
-from evaluator.texts import normalize_text, text_hash
+from evaluator.data.registry import load_registry
+from evaluator.data.texts import normalize_text, text_hash
 from leaderboard.errors import ValidationFailed
 from leaderboard.models import EvaluationRun, LeakageRecord, Submission
 from leaderboard.services.leakage import DECLARED_OVERLAP_RULE, leakage_rules_on_scoring
@@ -157,7 +157,7 @@ def test_the_rule_runs_when_a_submission_is_scored(small_registry, monkeypatch):
 
 
 def test_the_cli_prints_the_hashes_to_declare(tmp_path, capsys):
-    from evaluator.cli import main
+    from evaluator.commands.cli import main
 
     data = tmp_path / "scrape.jsonl"
     data.write_text(

@@ -1,13 +1,13 @@
 """The submission check and the methodology page read the metric table
-(evaluator/metric_table.py): a declarable metric is accepted, a row added to the table is
+(evaluator/metrics/metric_table.py): a declarable metric is accepted, a row added to the table is
 accepted and listed without another edit."""
 
 from __future__ import annotations
 
 import pytest
 
-from evaluator import metric_table
-from evaluator.metric_table import METRICS, Metric
+from evaluator.metrics import metric_table
+from evaluator.metrics.metric_table import METRICS, Metric
 from leaderboard.errors import ValidationFailed
 from leaderboard.validation import metadata_validate
 

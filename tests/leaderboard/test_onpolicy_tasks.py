@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.builders.onpolicy import CITY_COUNTRY_ID
-from evaluator.registry import load_registry
+from evaluator.data.builders.onpolicy import CITY_COUNTRY_ID
+from evaluator.data.registry import load_registry
 from leaderboard import models as m
 from leaderboard.registry_sync import registry_sync
 from leaderboard.services.runs import evaluation_runs_plan
@@ -106,7 +106,7 @@ def _scored_test_rows(registry, task_id: str, model: str | None, seed: int) -> l
     """Per-row test scores on the task's real test rows (what the panel is paired with)."""
     import numpy as np
 
-    from evaluator.activations import read_split
+    from evaluator.core.activations import read_split
 
     rows = read_split(registry, task_id, "test", model=model)
     rng = np.random.default_rng(seed)
@@ -120,8 +120,8 @@ def _scored_test_rows(registry, task_id: str, model: str | None, seed: int) -> l
 def test_every_score_carries_lift_over_text_per_task_and_its_mean(synced):
     import math
 
-    from evaluator.compare import delong_test
-    from evaluator.text_baselines import controlled_auroc, load_panel, member_scores, strongest
+    from evaluator.axes.text_baselines import controlled_auroc, load_panel, member_scores, strongest
+    from evaluator.metrics.compare import delong_test
 
     version = _queued("lifted", SMOL)
     runs = _finish(version, {CITY_COUNTRY_ID: 0.8, "cities-truth-v1": 0.9})
@@ -238,7 +238,7 @@ def test_lift_over_text_is_a_sortable_board_column_in_the_api_and_the_csv(regist
 
 
 def test_task_pages_show_the_text_baselines_and_mark_on_policy_tasks(synced, client):
-    from evaluator.text_baselines import chosen_by_cv, strongest
+    from evaluator.axes.text_baselines import chosen_by_cv, strongest
 
     page = client.get(f"/tasks/{CITY_COUNTRY_ID}/").content.decode()
     assert "On-policy task." in page and f"{SMOL}/test.jsonl" in page

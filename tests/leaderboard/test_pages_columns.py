@@ -141,7 +141,7 @@ def test_a_single_entry_is_not_called_flat(client, registry):
 
 
 def test_each_metric_column_and_the_api_say_its_definition_version(client, registry):
-    from evaluator import metric_table
+    from evaluator.metrics import metric_table
     from leaderboard.presentation import COLUMN_METRIC, column_tooltip
 
     for key, name in COLUMN_METRIC.items():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from evaluator.compare import rows_compare
+from evaluator.metrics.compare import rows_compare
 from leaderboard import models as m
 from tests.leaderboard.board_data import MODEL_B, ensure_models, ensure_tasks
 from tests.leaderboard.rank_data import twins_and_leader, worker_scored

@@ -1,6 +1,6 @@
 """The board is ranked in the database by one ranker (a window function over the norm-2 key,
 LIMIT the page): the same entries, ranks and order as norm 2 computed in Python
-(``evaluator.scoring.ranking_key``), with only the page's rows fetched."""
+(``evaluator.metrics.scoring.ranking_key``), with only the page's rows fetched."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from evaluator.registry import COMPONENTS
-from evaluator.scoring import ranking_key
+from evaluator.data.registry import COMPONENTS
+from evaluator.metrics.scoring import ranking_key
 from leaderboard import models as m
 from leaderboard.selectors.board import (
     BoardQuery,

@@ -13,10 +13,10 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from evaluator.builders.onpolicy import CITY_COUNTRY_ID
-from evaluator.holdouts import read_rows
-from evaluator.registry import load_registry
-from evaluator.texts import text_hash
+from evaluator.data.builders.onpolicy import CITY_COUNTRY_ID
+from evaluator.data.holdouts import read_rows
+from evaluator.data.registry import load_registry
+from evaluator.data.texts import text_hash
 from leaderboard import models as m
 from leaderboard.services.reevaluation import cycle_advance, reevaluation_start
 from tests.leaderboard.board_data import public_probe

@@ -12,9 +12,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
-from evaluator.holdouts import mint_holdout, read_rows
-from evaluator.registry import load_registry
-from evaluator.texts import text_hash
+from evaluator.data.holdouts import mint_holdout, read_rows
+from evaluator.data.registry import load_registry
+from evaluator.data.texts import text_hash
 from leaderboard.errors import Conflict, ServiceError
 from leaderboard.models import CycleResult, EvaluationRun, ReevaluationCycle
 from leaderboard.services.reevaluation import reevaluation_start

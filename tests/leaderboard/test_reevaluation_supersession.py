@@ -12,8 +12,8 @@ import pytest
 import yaml
 from django.core.management import call_command
 
+from evaluator.data.registry import load_registry
 from evaluator.errors import RegistryError
-from evaluator.registry import load_registry
 from leaderboard.models import Task
 from leaderboard.registry_sync import registry_sync
 from tests.leaderboard.reevaluation_data import TRUTH_TASK, run_cycle, scored
@@ -40,7 +40,7 @@ def add_refreshed_task(root: Path, **fields) -> None:
             (root / split["path"]).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(old_path, root / split["path"])
         if new.get("text_panel"):  # the same rows: the same panel, under the new task's name
-            from evaluator.text_baselines import panel_relpath
+            from evaluator.axes.text_baselines import panel_relpath
 
             shutil.copy(root / panel_relpath(TRUTH_TASK, None), root / panel_relpath(NEW_TASK, None))
         data["tasks"].append(new)

@@ -6,7 +6,7 @@ import html as htmllib
 import pytest
 from django.urls import reverse
 
-from evaluator.reliability import METRICS, read_record
+from evaluator.commands.reliability import METRICS, read_record
 from tests.leaderboard.board_data import ensure_models, ensure_tasks, public_probe
 
 

@@ -12,7 +12,7 @@ import io
 import numpy as np
 import pytest
 
-from evaluator.attack import attack_metrics
+from evaluator.axes.attack import attack_metrics
 from leaderboard.models import EvaluationRun, Task
 from leaderboard.services.scores import robustness_measurements
 from tests.factories import EvaluationRunFactory, ProbeFactory, ProbeVersionFactory, TaskFactory

@@ -1,5 +1,5 @@
 """A stored score written by the score writer (services.scores) is the typed record of
-evaluator/records.py: it validates against the committed schema and reads back unchanged."""
+evaluator/metrics/records.py: it validates against the committed schema and reads back unchanged."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 import jsonschema
 import pytest
 
-from evaluator import records
-from evaluator.records import ScoreRecord
+from evaluator.metrics import records
+from evaluator.metrics.records import ScoreRecord
 from leaderboard import models as m
 from leaderboard.services.scores import submission_score
 from tests.leaderboard.reevaluation_data import scored

@@ -1,5 +1,5 @@
 """The stress axis on the board: the score writer reads a stress run against the clean train and
-test runs of the same task (evaluator.stress), the means wait for a pending run, and the number is
+test runs of the same task (evaluator.axes.stress), the means wait for a pending run, and the number is
 a column of the board (sortable, n/a where not measured), a field of the API and the CSV, and a
 table on the probe page; never part of the ProbeScore."""
 
@@ -11,7 +11,7 @@ import io
 import numpy as np
 import pytest
 
-from evaluator.stress import stress_metrics, stress_summary
+from evaluator.axes.stress import stress_metrics, stress_summary
 from leaderboard.models import EvaluationRun
 from leaderboard.services.scores import stress_measurements
 from tests.factories import EvaluationRunFactory, ProbeVersionFactory, TaskFactory
@@ -68,7 +68,7 @@ def test_the_score_writer_reads_the_stress_run_against_the_clean_runs(registry):
     task = TaskFactory()
     train, test, stress = _runs(version, task)
     out = stress_measurements({task.slug: stress}, {task.slug: {"train": train, "test": test}})
-    # the same numbers as evaluator.stress on the stored scores
+    # the same numbers as evaluator.axes.stress on the stored scores
     tr = {e["id"]: e for e in train.example_scores}
     expected = stress_metrics(
         train_negatives=np.array([e["score"] for e in tr.values() if e["label"] == 0]),

@@ -169,7 +169,7 @@ def test_the_web_form_refuses_a_hostile_recipe_quickly(client, registry, researc
 def test_a_safetensors_header_refuses_a_hostile_text_quickly(api):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from evaluator.probes import MAX_HEADER_BYTES
+    from evaluator.core.probes import MAX_HEADER_BYTES
     from tests.leaderboard.test_submission_validation import metadata
 
     def send(text: str):

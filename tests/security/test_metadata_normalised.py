@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from evaluator.probes import ProbeMetadata
+from evaluator.core.probes import ProbeMetadata
 from leaderboard.models import EvaluationRun, ProbeVersion
 from leaderboard.runner import registry as runner_registry
 from tests.leaderboard.test_submission_validation import linear_probe_bytes, metadata, post

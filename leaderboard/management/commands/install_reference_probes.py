@@ -35,8 +35,8 @@ import yaml
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluator.applicability import ProbeReads, applicability
-from evaluator.registry import CATEGORIES, EVAL_AWARENESS, Registry, load_registry
+from evaluator.core.applicability import ProbeReads, applicability
+from evaluator.data.registry import CATEGORIES, EVAL_AWARENESS, Registry, load_registry
 from leaderboard.accounts import SYSTEM_USERNAME
 from leaderboard.errors import ServiceError
 from leaderboard.models import ReferenceUpdate, Submission

@@ -1,0 +1,2 @@
+"""The data: the task/model/protocol registry, the dataset builders, held-out splits, leakage
+checks and text hashing. Imports nothing of the evaluator but its errors."""
