@@ -44,9 +44,9 @@ def eligible(registry, entries):
 
 def main(argv: list[str] | None = None) -> int:
     from evaluator.axes.attack import attack_probe, source_order
-    from evaluator.commands.reference_probes import load_manifest
+    from evaluator.commands.reference_probes.manifest import load_manifest
     from evaluator.core.models import load_model
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "var" / "cache")

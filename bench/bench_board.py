@@ -259,7 +259,7 @@ def main() -> None:
         t0 = time.perf_counter()
         call_command("migrate", verbosity=0)
         registry_sync(verify_hashes=False)
-        from evaluator.data.registry import CATEGORIES
+        from evaluator.data.registry.tasks import CATEGORIES
 
         if args.sizes:
             report = _scaling([int(s) for s in args.sizes.split(",")], args, categories=CATEGORIES)

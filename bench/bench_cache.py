@@ -37,7 +37,7 @@ def timed_call(task: str, split: str, layer: int, cache_dir: Path) -> dict:
     """Load the model, then time one split_activations call (used for the new-process check)."""
     from evaluator.core.activations import ActivationCache, split_activations
     from evaluator.core.models import load_model
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
 
     registry = load_registry(ROOT)
     lm = load_model(MODEL, registry=registry, cache_dir=cache_dir, device="cpu", dtype="float32")
@@ -63,7 +63,7 @@ def main() -> int:
 
     from evaluator.core.activations import ActivationCache, split_activations
     from evaluator.core.models import load_model
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
 
     registry = load_registry(ROOT)
     with tempfile.TemporaryDirectory() as tmp:

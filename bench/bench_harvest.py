@@ -2,7 +2,7 @@
 
 Three ways to get the residual stream at a mid layer (last token) for the same N prompts:
 
-- ``ours``: evaluator.core.activations.harvest — bare base model, forward stopped after the layer,
+- ``ours``: evaluator.core.harvest.harvest — bare base model, forward stopped after the layer,
   length-sorted right-padded batches.
 - ``script-b1``: the common script — full AutoModelForCausalLM(..., output_hidden_states=True)
   in fp32, one prompt at a time.
@@ -36,8 +36,9 @@ METHODS = ("ours", "script-b1", "script-b32")
 
 
 def prompts_for(task_id: str, n: int) -> list[str]:
-    from evaluator.core.activations import read_split, render_prompts
-    from evaluator.data.registry import load_registry
+    from evaluator.core.activations import read_split
+    from evaluator.core.harvest import render_prompts
+    from evaluator.data.registry.load import load_registry
 
     registry = load_registry(ROOT)
     rows = read_split(registry, task_id, "train")
@@ -53,12 +54,12 @@ def worker(method: str, prompts: list[str], layer: int, cache_dir: Path, out: Pa
     import torch
 
     from evaluator.core.models import converted_dir, load_model
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
 
     registry = load_registry(ROOT)
     start = time.perf_counter()
     if method == "ours":
-        from evaluator.core.activations import harvest
+        from evaluator.core.harvest import harvest
 
         lm = load_model(MODEL, registry=registry, cache_dir=cache_dir, device="cpu", dtype="float32")
         tokenizer = lm.tokenizer

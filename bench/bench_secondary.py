@@ -148,23 +148,24 @@ def bench_harvest(registry, lm, probes, workdir: Path) -> dict[str, Any]:
 def bench_steer(registry, lm, probe, *, n: int, repeats: int) -> dict[str, Any]:
     """The interventions of one seed's random comparison (the probe's direction and K random ones,
     added and projected out) on the readout prompts of ``n`` test rows: one replay of the upper
-    blocks per intervention (:func:`evaluator.axes.steer.readouts`) vs the interventions stacked
-    (:func:`evaluator.axes.steer.readouts_batched`), alternated ``repeats`` times (the fastest of each
+    blocks per intervention (:func:`evaluator.axes.steer_readout.readouts`) vs the interventions stacked
+    (:func:`evaluator.axes.steer_readout.readouts_batched`), alternated ``repeats`` times (the fastest of each
     is reported: alternating exposes both paths to the load of a shared machine alike)."""
     import torch
 
-    from evaluator.axes.steer import (
+    from evaluator.axes.steer import unit_direction
+    from evaluator.axes.steer_null import random_directions
+    from evaluator.axes.steer_readout import (
         _ablation,
         _addition,
         _encode,
-        random_directions,
         readout_prefix,
         readout_tokens,
         readouts,
         readouts_batched,
-        unit_direction,
     )
-    from evaluator.core.activations import HarvestConfig, read_split, render
+    from evaluator.core.activations import read_split
+    from evaluator.core.harvest import HarvestConfig, render
 
     settings = registry.protocol().steering
     task = registry.task(TASK)
@@ -264,7 +265,7 @@ def main() -> int:
 
     from evaluator.core.models import load_model
     from evaluator.core.probes import load_probe
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
 
     load_before = os.getloadavg()
     summary: dict[str, Any] = {

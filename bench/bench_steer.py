@@ -40,7 +40,7 @@ def random_probe_write(
 ) -> Path:
     """A linear probe whose direction is a seeded random unit vector (the control)."""
     from evaluator.core.probes import save_probe
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
 
     d_model = load_registry(ROOT).model(model).d_model
     weight = np.random.default_rng(seed).standard_normal(d_model)
@@ -67,7 +67,7 @@ def bench(probe_dir: Path, *, task: str, n: int, device: str) -> dict:
     from evaluator.axes.steer import steer_probe
     from evaluator.core.models import clear_model_memo, load_model
     from evaluator.core.probes import load_probe
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
 
     registry = load_registry(ROOT)
     probe = load_probe(probe_dir, registry=registry)

@@ -69,7 +69,8 @@ def reference_groups(registry) -> tuple[dict[str, dict], dict[tuple, set[str]]]:
 
 
 def group_prompts(registry, group: tuple) -> list[str]:
-    from evaluator.core.activations import read_split, render_prompts
+    from evaluator.core.activations import read_split
+    from evaluator.core.harvest import render_prompts
 
     model, task_id, split, input_kind, _ = group
     rows = read_split(registry, task_id, split, model=model)
@@ -84,9 +85,10 @@ def main() -> int:
 
     import torch
 
-    from evaluator.core.activations import harvest, residual_layers
+    from evaluator.core.activations import residual_layers
+    from evaluator.core.harvest import harvest
     from evaluator.core.models import load_model
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
 
     registry = load_registry(ROOT)
     probes, groups = reference_groups(registry)

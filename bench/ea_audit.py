@@ -25,14 +25,15 @@ TASK = "benchmark-vs-user-v1"
 
 
 def main() -> None:
-    from evaluator.axes.evaluate import harvest_config_default
+    from evaluator.axes.run import harvest_config_default
     from evaluator.axes.text_baselines import load_panel, strongest
     from evaluator.commands.base import default_cache_dir
-    from evaluator.commands.reference_probes import load_manifest, score_tensors
+    from evaluator.commands.reference_probes.manifest import load_manifest
+    from evaluator.commands.reference_probes.sweep import score_tensors
     from evaluator.core.activations import ActivationCache, split_activations
     from evaluator.core.models import load_model
     from evaluator.core.recipes import fit_recipe
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
     from evaluator.metrics.metrics import auroc
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     from django.db.models import Count
 
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
     from leaderboard.models import EvaluationRun, Score
     from leaderboard.selectors.board import weights_spec_list
 

@@ -46,11 +46,12 @@ REQUESTS = (
 
 def measure(model_id: str, n: int, new_tokens: int, cache_dir: str) -> dict:
     """In the subprocess: every measurement of one model."""
-    from evaluator.axes.evaluate import harvest_config_default
-    from evaluator.core.activations import harvest, read_split, render_prompts, residual_layers
+    from evaluator.axes.run import harvest_config_default
+    from evaluator.core.activations import read_split, residual_layers
     from evaluator.core.generate import greedy_generate
+    from evaluator.core.harvest import harvest, render_prompts
     from evaluator.core.models import _MEMO, load_model
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
 
     reg = load_registry(ROOT)
     load_model(model_id, registry=reg, cache_dir=cache_dir, device="cpu", memo=False)  # converts once

@@ -49,7 +49,7 @@ def main() -> None:
     from evaluator.data.builders.onpolicy_arithmetic import PROMPT as ADD_PROMPT
     from evaluator.data.builders.onpolicy_arithmetic import sums_right
     from evaluator.data.builders.sources import DEFAULT_SOURCES_DIR, fetch
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
 
     reg = load_registry(ROOT)
     cache = ROOT / "var" / "cache"

@@ -17,7 +17,7 @@ mean-pooled states). At layer 0 a last-token contrast-pair difference is the sam
 every row (the embedding of "No" minus that of "Yes"), so its 0.5 there is true by construction;
 LR-mean's layer 0 is a bag of token embeddings, the non-trivial layer-0 comparison.
 
-Every probe's layer is chosen on the train split only (``evaluator.commands.reference_probes.layer_sweep``:
+Every probe's layer is chosen on the train split only (``evaluator.commands.reference_probes.sweep.layer_sweep``:
 5-fold grouped, stratified CV, highest mean AUROC, ties broken by held-out log-loss). Test numbers at
 every layer are reported for the layer curves only, never used to choose. Activations come from
 the shared activation cache (filled on the first run; one harvest per split, all layers).
@@ -48,10 +48,10 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from evaluator.commands.reference_probes import choose_layer, cv_score, grouped_folds, train_activations  # noqa: E402
+from evaluator.commands.reference_probes.sweep import choose_layer, cv_score, grouped_folds, train_activations  # noqa: E402
 from evaluator.core.activations import ActivationCache, SplitActivations  # noqa: E402
 from evaluator.core.recipes import Recipe, fit_recipe  # noqa: E402
-from evaluator.data.registry import Registry, load_registry  # noqa: E402
+from evaluator.data.registry.load import Registry, load_registry  # noqa: E402
 from evaluator.metrics.metrics import auroc  # noqa: E402
 
 log = logging.getLogger("replication")
@@ -186,7 +186,8 @@ def run(
 def ea_curves(models: list[str], cache_dir: Path, registry: Registry) -> dict[str, Any]:
     """Reporting only, after the choice: the eval-awareness reference recipe (from the manifest)
     fitted on train at every layer, AUROC on test and on distshift (formatting stripped)."""
-    from evaluator.commands.reference_probes import SIDECAR, ea_reference_for, load_manifest, read_sidecar
+    from evaluator.commands.reference_probes.evaluation import SIDECAR, read_sidecar
+    from evaluator.commands.reference_probes.manifest import ea_reference_for, load_manifest
     from evaluator.core.models import load_model
 
     cache = ActivationCache(cache_dir)
@@ -335,7 +336,8 @@ def markdown(result: dict[str, Any]) -> str:
 
 def reference_table(registry: Registry) -> str:
     """The reference probes' recorded numbers (registry/reference_probes/*/reference.json)."""
-    from evaluator.commands.reference_probes import load_manifest, read_sidecar
+    from evaluator.commands.reference_probes.evaluation import read_sidecar
+    from evaluator.commands.reference_probes.manifest import load_manifest
 
     lines = [
         "| slug | model | task | method | input | layer (train CV) | test AUROC [95% CI] | auroc_ea | auroc_ds"

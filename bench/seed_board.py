@@ -54,8 +54,8 @@ def seed(
     from django.contrib.auth import get_user_model
     from django.db import transaction
 
-    from evaluator.data.registry import LicenseSpec
-    from evaluator.data.registry import WeightsSpec as SpecData
+    from evaluator.data.registry.licenses import LicenseSpec
+    from evaluator.data.registry.weights import WeightsSpec as SpecData
     from evaluator.metrics.scoring import Measurements, probe_score
     from leaderboard import models as m
 

@@ -30,7 +30,7 @@ import yaml
 from django.conf import settings
 from django.utils.text import slugify
 
-from evaluator.commands.reference_probes import manifest_path
+from evaluator.commands.reference_probes.manifest import manifest_path
 
 #: the username the reference probes are installed under
 SYSTEM_USERNAME = "probebench"

@@ -266,7 +266,7 @@ def measured_ranking_annotations(weights: dict) -> dict:
     from django.db.models.fields.json import KeyTextTransform, KeyTransform
     from django.db.models.functions import Cast, Round
 
-    from evaluator.data.registry import COMPONENTS
+    from evaluator.data.registry.weights import COMPONENTS
 
     measured_weight: Expression = Value(0.0, output_field=FloatField())
     for name in COMPONENTS:

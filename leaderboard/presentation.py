@@ -12,7 +12,7 @@ from pathlib import Path
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
-from evaluator.data.registry import MAX_COMPONENT_WEIGHT
+from evaluator.data.registry.weights import MAX_COMPONENT_WEIGHT
 from evaluator.metrics.metric_table import DECLARED_GAP, metric
 from evaluator.metrics.metrics import ECE_BINS
 from evaluator.metrics.scoring import ECE_RANGE, LATENCY_RANGE_MS, RHO_RANGE

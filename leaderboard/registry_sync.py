@@ -19,7 +19,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from evaluator.data.registry import Registry, load_registry
+from evaluator.data.registry.load import Registry, load_registry
 from leaderboard.models import BaseModel, Category, License, Task, TaskSplit, WeightsSpec
 
 

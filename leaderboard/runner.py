@@ -148,7 +148,7 @@ def probe_for(version: ProbeVersion):
 
 def harvest_config():
     """The protocol's harvest settings."""
-    from evaluator.core.activations import HarvestConfig
+    from evaluator.core.harvest import HarvestConfig
 
     return HarvestConfig.from_protocol(protocol())
 
@@ -179,9 +179,9 @@ def run_execute(*, run: EvaluationRun, progress: Progress) -> RunOutcome:
 
 
 def _score(run: EvaluationRun, progress: Progress) -> RunOutcome:
-    """One split of one task: the per-task step the CLI takes too (evaluator.axes.evaluate.measure_split);
+    """One split of one task: the per-task step the CLI takes too (evaluator.axes.run.measure_split);
     the test split of a score run adds the baselines and the latency."""
-    from evaluator.axes.evaluate import MeasureSetup, measure_split
+    from evaluator.axes.run import MeasureSetup, measure_split
 
     probe = probe_for(run.probe_version)
     lm = loaded_model(probe.base_model)
@@ -221,7 +221,7 @@ def _score(run: EvaluationRun, progress: Progress) -> RunOutcome:
 
 
 def _reproduce(run: EvaluationRun, progress: Progress) -> RunOutcome:
-    from evaluator.axes.evaluate import reproduction_check
+    from evaluator.axes.reproduction import reproduction_check
 
     probe = probe_for(run.probe_version)
     lm = loaded_model(probe.base_model)
@@ -413,7 +413,7 @@ def _robustness(run: EvaluationRun, progress: Progress) -> RunOutcome:
 
 def _holdout(run: EvaluationRun, progress: Progress) -> RunOutcome:
     """Score the probe on the cycle's minted holdout (the file is re-hashed against the cycle)."""
-    from evaluator.axes.evaluate import execute_run
+    from evaluator.axes.run import execute_run
 
     assert run.cycle is not None  # a holdout run belongs to a cycle
     # an on-policy task's holdout is per base model: the probe's own model's

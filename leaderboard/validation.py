@@ -18,7 +18,7 @@ from django.core.validators import URLValidator
 
 from evaluator.core.applicability import INPUTS, OUTPUTS, POSITIONS
 from evaluator.core.recipes import METHODS, Recipe
-from evaluator.data.registry import SPLIT_NAMES
+from evaluator.data.registry.tasks import SPLIT_NAMES
 from evaluator.errors import ArtifactError, EvaluatorError
 from evaluator.metrics import metric_table
 from evaluator.strict_json import JsonRejected, json_loads_strict

@@ -118,8 +118,8 @@ class TaskSplitFactory(factory.django.DjangoModelFactory):
 
 def probe_score_for(*, spec: m.WeightsSpec, measured: dict):
     """The real ProbeScore (evaluator.metrics.scoring) of ``measured`` under a WeightsSpec row."""
-    from evaluator.data.registry import LicenseSpec
-    from evaluator.data.registry import WeightsSpec as SpecData
+    from evaluator.data.registry.licenses import LicenseSpec
+    from evaluator.data.registry.weights import WeightsSpec as SpecData
     from evaluator.metrics.scoring import Measurements, probe_score
 
     licenses = {lic.spdx_id: LicenseSpec(lic.spdx_id, lic.name, lic.score) for lic in m.License.objects.all()}

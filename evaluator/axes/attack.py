@@ -5,7 +5,7 @@ made to look clean. The attack here gives the adversary the strongest position w
 cheaply: white-box access to the base model and the probe, and control of a few input positions
 appended after every prompt, filled with free vectors in the model's input-embedding space (no need
 to be real tokens). One suffix is shared by every input (universal). The budget is the measurement
-protocol's ``attack`` section (registry/protocols/, :class:`evaluator.data.registry.AttackSettings`):
+protocol's ``attack`` section (registry/protocols/, :class:`evaluator.data.registry.protocols.AttackSettings`):
 
 1. The operating point is the board's: the threshold τ that flags at most 1% of the probe's clean
    train negatives (as for Recall@1%FPR).
@@ -53,18 +53,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from evaluator.axes.evaluate import MeasureSetup, as_probe, harvest_config_default, measure_split
-from evaluator.core.activations import read_split, render_prompts
+from evaluator.axes.run import MeasureSetup, as_probe, harvest_config_default, measure_split
+from evaluator.core.activations import read_split
+from evaluator.core.harvest import render_prompts
 from evaluator.errors import EvaluatorError
+from evaluator.metrics.metric_table import OPERATING_FPR
 from evaluator.metrics.metrics import recall_at_fpr, threshold_at_fpr
 from evaluator.metrics.results import no_progress
 
 if TYPE_CHECKING:  # pragma: no cover
     from evaluator.core.models import LoadedModel
     from evaluator.core.probes import Probe
-    from evaluator.data.registry import AttackSettings, Registry
+    from evaluator.data.registry.load import Registry
+    from evaluator.data.registry.protocols import AttackSettings
 
-FPR = 0.01
 MAX_STEPS = 5000
 #: Score.measurements keys of the robustness axis (the goodhart component of spec v0.0.2 and the
 #: recall under attack beside it)
@@ -395,7 +397,7 @@ def attack_probe(
     test_prompts = render_prompts(task, test.texts, "single")
     start = time.perf_counter()
     train_clean, test_clean = np.asarray(clean["train"].scores), np.asarray(clean["test"].scores)
-    threshold = threshold_at_fpr(train_clean[train.labels == 0], FPR)
+    threshold = threshold_at_fpr(train_clean[train.labels == 0], OPERATING_FPR)
     positives = [i for i, y in enumerate(test.labels) if y == 1]
     negatives = [i for i, y in enumerate(test.labels) if y == 0]
     if not positives:
@@ -511,7 +513,7 @@ def attack_metrics(
 
     labels, scores = np.asarray(test[0]), np.asarray(test[1], dtype=np.float64)
     attacked = np.asarray(attacked, dtype=np.float64)
-    threshold = threshold_at_fpr(np.asarray(train_negatives, dtype=np.float64), FPR)
+    threshold = threshold_at_fpr(np.asarray(train_negatives, dtype=np.float64), OPERATING_FPR)
     if not (labels == 1).any():
         raise EvaluatorError("robustness: the test split has no positive row")
     clean = recall_at_fpr(scores, labels, threshold)

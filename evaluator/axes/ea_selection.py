@@ -21,7 +21,7 @@ The rule (:data:`RULE`, fixed before any distshift number of the new probes was 
   order, then the lower layer.
 
 The chosen recipe is then fitted on the whole train split
-(:func:`evaluator.commands.reference_probes.train_selected`). test and distshift are measured only
+(:func:`evaluator.commands.reference_probes.training.train_selected`). test and distshift are measured only
 afterwards, by the usual evaluation (``reference.json``); they are never read here.
 """
 
@@ -42,7 +42,7 @@ from evaluator.metrics.results import fields_dict
 
 if TYPE_CHECKING:  # pragma: no cover
     from evaluator.core.recipes import Recipe
-    from evaluator.data.registry import Registry
+    from evaluator.data.registry.load import Registry
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ class CandidateScore:
         )
 
 
-#: fit ``recipe`` on (X_fit, y_fit) and return s(x) of X_held (evaluator.commands.reference_probes.fit_and_score)
+#: fit ``recipe`` on (X_fit, y_fit) and return s(x) of X_held (evaluator.commands.reference_probes.training.fit_and_score)
 FitScore = Callable[["Recipe", np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 

@@ -1,16 +1,17 @@
-"""Evaluation that runs models: one run, baselines, reproduction, and the whole probe.
+"""Evaluation that runs models: the whole probe, every applicable task, with the ProbeScore.
 
 The pieces the web pipeline calls separately (the worker side; metrics from stored scores, which
 need no model, live in :mod:`evaluator.metrics.measure`):
 
-1. :func:`execute_run` — one probe × task × split × base model → per-example ids, labels,
-   s(x), p(x), the verified split hash, the activation-cache key, timings.
+1. :func:`evaluator.axes.run.execute_run` — one probe × task × split × base model → per-example
+   ids, labels, s(x), p(x), the verified split hash, the activation-cache key, timings.
 2. :func:`evaluator.metrics.measure.task_metrics` — pure: stored per-example results → per-task metrics.
 3. :func:`evaluator.axes.latency.measure_latency` — probe-only latency (+ model forward, not scored).
-4. :func:`baselines` — random direction and diff-of-means at the same layer (lift).
+4. :func:`evaluator.axes.baselines.baselines` — random direction and diff-of-means at the same layer (lift).
 5. :func:`evaluator.axes.transfer.cross_model_transfer` — per-target Pearson of ablation effects.
-6. :func:`reproduction_check` — rerun the recipe: cosine of directions, AUROC difference.
-7. :func:`evaluate_probe` — all of the above for the CLI, with the ProbeScore.
+6. :func:`evaluator.axes.reproduction.reproduction_check` — rerun the recipe: cosine of directions,
+   AUROC difference.
+7. :func:`evaluate_probe` (this module) — all of the above for the CLI, with the ProbeScore.
 """
 
 from __future__ import annotations
@@ -22,31 +23,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from evaluator import CODE_VERSION
+from evaluator.axes.baselines import BaselineResult
 from evaluator.axes.latency import measure_latency
+from evaluator.axes.reproduction import ReproductionResult, reproduction_check
+from evaluator.axes.run import (
+    MeasureSetup,
+    RunResult,
+    as_probe,
+    as_registry,
+    harvest_config_default,
+    measure_split,
+    median_length_prompt,
+)
 from evaluator.axes.transfer import cross_model_transfer
-from evaluator.core.activations import (
-    ActivationCache,
-    HarvestConfig,
-    read_split,
-    render_prompts,
-    split_activations,
-)
 from evaluator.core.applicability import ProbeReads, applicability, applicable_tasks
-from evaluator.core.probes import Probe, load_probe, probe_from_tensors
-from evaluator.core.recipes import Recipe, fit_recipe, train_recipe
-from evaluator.data.registry import EVAL_AWARENESS, Registry, load_registry
+from evaluator.core.harvest import HarvestConfig
+from evaluator.core.probes import Probe
+from evaluator.data.registry.load import Registry
+from evaluator.data.registry.tasks import EVAL_AWARENESS
 from evaluator.errors import EvaluatorError, InfrastructureError, RegistryError
-from evaluator.metrics.measure import (
-    ScoredExamples,
-    TaskMetrics,
-    aggregate_measurements,
-    declared_gaps,
-    task_metrics,
-)
-from evaluator.metrics.metrics import auroc, pearson
+from evaluator.metrics.measure import TaskMetrics, aggregate_measurements, declared_gaps, task_metrics
 from evaluator.metrics.results import Progress, fields_dict, jsonable, no_progress, sub_progress
 from evaluator.metrics.scoring import probe_score
 
@@ -55,435 +52,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from evaluator.axes.transfer import TransferResult
     from evaluator.core.activations import SplitActivations
     from evaluator.core.models import LoadedModel
-    from evaluator.data.registry import Protocol, ProtocolTolerances
 
 log = logging.getLogger(__name__)
 
-RANDOM_BASELINE_DIRECTIONS = 10
-BASELINE_SEED = 0
-#: The reproduced mark is judged by the measurement protocol's tolerances (registry/protocols/,
-#: ``tolerances.reproduction``): the re-fit's scores on the test rows, not its weight vector.
 
-
-# --------------------------------------------------------------------------- inputs
-
-
-def as_registry(registry: Registry | str | Path | None) -> Registry:
-
-    return registry if isinstance(registry, Registry) else load_registry(registry)
-
-
-def as_probe(probe: Probe | str | Path, registry: Registry) -> Probe:
-
-    return probe if isinstance(probe, Probe) else load_probe(probe, registry=registry)
-
-
-# --------------------------------------------------------------------------- 1. one run
-
-
-@dataclass
-class RunResult:
-    """One evaluation run: probe version × task × split × base model."""
-
-    task_id: str
-    split: str
-    model_id: str
-    probe_name: str
-    probe_sha256: str
-    layer: int
-    position: str
-    input: str
-    output: str
-    split_sha256: str  # re-hashed from the bytes that were read; matched tasks.yaml
-    cache_key: str
-    cache_hit: bool
-    n: int
-    examples: ScoredExamples
-    timings: dict[str, float]  # seconds: load_model, activations, score, total
-    model: dict[str, Any]  # LoadedModel.describe(): weights/tokenizer hashes, device, dtype
-    config: dict[str, Any]  # harvest config
-    code_version: str = CODE_VERSION
-    seed: int | None = None  # the probe recipe's seed, when it has one
-    protocol: str | None = None  # the measurement protocol followed (None: exploration)
-    environment: dict[str, Any] = field(default_factory=dict)  # evaluator.core.environment
-
-    def to_dict(self, *, include_examples: bool = True) -> dict[str, Any]:
-        out = fields_dict(self, skip=("examples",))
-        if include_examples:
-            out["examples"] = self.examples.to_records()
-        return out
-
-
-def protocol_followed(lm: LoadedModel, config: HarvestConfig, registry: Registry) -> str | None:
-    """The protocol a run follows: the model's numerics (dtype, device) and the harvest settings
-    that change vectors (max length, truncation and padding sides) must both be the protocol's."""
-    if lm.protocol_id is None or lm.protocol_id not in registry.protocols:
-        return None
-    protocol = registry.protocol(lm.protocol_id)
-    harvest = (config.max_length, config.truncation_side, config.padding_side)
-    if harvest != (protocol.max_length, protocol.truncation_side, protocol.padding_side):
-        return None
-    return protocol.id
-
-
-def harvest_config_default(registry: Registry) -> HarvestConfig:
-    """The current protocol's harvest settings."""
-
-    return HarvestConfig.from_protocol(registry.protocol())
-
-
-def _score(probe: Probe, acts: SplitActivations) -> ScoredExamples:
-    scores = probe.score(acts.X)
-    return ScoredExamples(
-        ids=list(acts.ids), labels=acts.labels.copy(), scores=scores, probs=probe.probability(scores)
-    )
-
-
-def _run_with_activations(
-    probe: Probe,
-    *,
-    task_id: str,
-    split: str,
-    registry: Registry,
-    cache_dir: str | Path,
-    lm: LoadedModel | None,
-    device: str | None,
-    dtype: str | None,
-    harvest_config: HarvestConfig | None,
-    progress: Progress,
-    split_file: str | Path | None = None,
-    split_sha256: str | None = None,
-    protocol: Protocol | None = None,
-) -> tuple[RunResult, SplitActivations, LoadedModel]:
-    # imported when called: tests replace evaluator.core.models.load_model (no model may load)
-    from evaluator.core.models import load_model
-
-    start = time.perf_counter()
-    config = harvest_config or harvest_config_default(registry)
-    progress(0.0, "load model")
-    if lm is None:
-        lm = load_model(
-            probe.base_model,
-            registry=registry,
-            cache_dir=cache_dir,
-            device=device,
-            dtype=dtype,
-            protocol=protocol,
-        )
-    elif lm.id != probe.base_model:
-        raise EvaluatorError(f"probe {probe.metadata.name!r} reads {probe.base_model}, not {lm.id}")
-    loaded = time.perf_counter()
-    acts = split_activations(
-        lm,
-        registry,
-        task_id,
-        split,
-        layers=[probe.layer],
-        position=probe.metadata.position,
-        input_kind=probe.metadata.input,
-        cache=ActivationCache(cache_dir),
-        config=config,
-        progress=sub_progress(progress, 0.05, 0.95),
-        split_file=split_file,
-        split_sha256=split_sha256,
-    )[probe.layer]
-    harvested = time.perf_counter()
-    examples = _score(probe, acts)
-    done = time.perf_counter()
-    progress(1.0, "scored")
-    recipe = probe.metadata.recipe or {}
-    result = RunResult(
-        task_id=task_id,
-        split=split,
-        model_id=lm.id,
-        probe_name=probe.metadata.name,
-        probe_sha256=probe.sha256,
-        layer=probe.layer,
-        position=probe.metadata.position,
-        input=probe.metadata.input,
-        output=probe.metadata.output,
-        split_sha256=acts.split_sha256,
-        cache_key=acts.cache_key,
-        cache_hit=acts.cache_hit,
-        n=len(acts.ids),
-        examples=examples,
-        timings={
-            "load_model": loaded - start,
-            "activations": harvested - loaded,
-            "score": done - harvested,
-            "total": done - start,
-        },
-        model=lm.describe(),
-        config=config.to_dict(),
-        seed=recipe.get("seed"),
-        protocol=protocol_followed(lm, config, registry),
-        environment=lm.environment(),
-    )
-    result.environment["protocol"] = result.protocol
-    return result, acts, lm
-
-
-def execute_run(
-    probe: Probe | str | Path,
-    *,
-    task_id: str,
-    split: str,
-    registry: Registry | str | Path | None,
-    cache_dir: str | Path,
-    model_id: str | None = None,
-    device: str | None = None,
-    dtype: str | None = None,
-    harvest_config: HarvestConfig | None = None,
-    progress: Progress | None = None,
-    split_file: str | Path | None = None,
-    split_sha256: str | None = None,
-    lm: LoadedModel | None = None,
-) -> RunResult:
-    """Execute ONE evaluation run and return its per-example results.
-
-    ``probe``: a loaded :class:`~evaluator.core.probes.Probe` (see ``probe_from_tensors``) or a probe
-    directory / artifact path. ``model_id`` defaults to the probe's base model and must equal
-    it. The split file is re-hashed against tasks.yaml first (SplitHashMismatch on a change).
-    A split outside tasks.yaml (a quarterly holdout) is given as ``split_file`` + the
-    ``split_sha256`` recorded when it was minted; ``split`` then only names it (e.g. "holdout").
-    ``progress(fraction, step)`` is called as the run advances. ``lm``: an already loaded base
-    model (a worker keeps models between runs); by default it is loaded (and memoized).
-    """
-    reg = as_registry(registry)
-    p = as_probe(probe, reg)
-    if model_id is not None and model_id != p.base_model:
-        raise EvaluatorError(f"probe {p.metadata.name!r} reads {p.base_model}; it cannot run on {model_id}")
-    result, _, _ = _run_with_activations(
-        p,
-        task_id=task_id,
-        split=split,
-        registry=reg,
-        cache_dir=cache_dir,
-        lm=lm,
-        device=device,
-        dtype=dtype,
-        harvest_config=harvest_config,
-        progress=progress or no_progress,
-        split_file=split_file,
-        split_sha256=split_sha256,
-    )
-    return result
-
-
-# --------------------------------------------------------------------------- 2. metrics (pure)
-
-
-# --------------------------------------------------------------------------- 4. baselines
-
-
-@dataclass(frozen=True)
-class BaselineResult:
-    """Automatic baselines at the probe's layer/position/input, on the same test split."""
-
-    random_direction_auroc: float  # mean over RANDOM_BASELINE_DIRECTIONS seeded directions
-    random_direction_aurocs: list[float]
-    diff_of_means_auroc: float  # diff-of-means fit on the train split
-    probe_auroc: float
-    lift_over_random: float
-    lift_over_diff_of_means: float
-    seed: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return fields_dict(self)
-
-
-def baselines(
-    train: SplitActivations,
-    test: SplitActivations,
-    *,
-    probe_auroc: float,
-    seed: int = BASELINE_SEED,
-    n_random: int = RANDOM_BASELINE_DIRECTIONS,
-) -> BaselineResult:
-    """Random directions and diff-of-means on the same activations as the probe."""
-
-    rng = np.random.default_rng(seed)
-    directions = rng.standard_normal((n_random, test.X.shape[1]))
-    random_aurocs = [auroc(test.X @ d, test.labels) for d in directions]
-    recipe = Recipe(
-        method="diff_of_means",
-        task=train.task_id,
-        layer=train.layer,
-        position=train.position,
-        input=train.input_kind,
-        template=train.input_kind,
-        seed=seed,
-    )
-    t = fit_recipe(recipe, train.X, train.labels)
-    dom = auroc(test.X @ t["weight"].astype(np.float64), test.labels)
-    rand = float(np.mean(random_aurocs))
-    return BaselineResult(
-        random_direction_auroc=rand,
-        random_direction_aurocs=random_aurocs,
-        diff_of_means_auroc=dom,
-        probe_auroc=probe_auroc,
-        lift_over_random=probe_auroc - rand,
-        lift_over_diff_of_means=probe_auroc - dom,
-        seed=seed,
-    )
-
-
-# --------------------------------------------------------------------------- 6. reproduction
-
-
-@dataclass(frozen=True)
-class ReproductionResult:
-    task_id: str
-    method: str
-    cosine: float | None  # of the raw-space directions (None for MLP probes): information only
-    auroc_submitted: float  # on the recipe task's test split
-    auroc_refit: float
-    auroc_diff: float  # submitted − refit
-    score_pearson: float  # of s(x) on the test split, submitted vs refit
-    score_spearman: float
-    reproduced: bool
-    criteria: str  # the rule in words (shown on the probe page)
-    protocol: str | None  # the protocol whose tolerances judged it
-    train_cache_key: str
-    seconds: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return fields_dict(self)
-
-
-@dataclass(frozen=True)
-class ReproductionVerdict:
-    """The judgement of a re-fit by its scores on the same test rows as the artifact's."""
-
-    reproduced: bool
-    score_pearson: float
-    score_spearman: float
-    auroc_submitted: float
-    auroc_refit: float
-    auroc_diff: float  # submitted − refit
-    criteria: str
-
-
-def _correlation(a: np.ndarray, b: np.ndarray, *, ranks: bool) -> float:
-    from scipy.stats import rankdata
-
-    if np.array_equal(a, b):  # identical scores (constant ones included) reproduce themselves
-        return 1.0
-    return pearson(rankdata(a), rankdata(b)) if ranks else pearson(a, b)
-
-
-def reproduction_verdict(
-    *, submitted_scores, refit_scores, labels, tolerances: ProtocolTolerances
-) -> ReproductionVerdict:
-    """Reproduced when the re-fit scores the test rows like the artifact: Pearson and Spearman
-    correlation of s(x) ≥ ``repro_min_score_correlation`` and |ΔAUROC| ≤ ``repro_max_auroc_diff``.
-
-    Pure. The weight vectors are not compared: an ill-conditioned fit can rotate its direction
-    (cosine 0.77) while every score stays the same, and that is a reproduction."""
-
-    s_sub = np.asarray(submitted_scores, dtype=np.float64).reshape(-1)
-    s_ref = np.asarray(refit_scores, dtype=np.float64).reshape(-1)
-    r_p, r_s = _correlation(s_sub, s_ref, ranks=False), _correlation(s_sub, s_ref, ranks=True)
-    a_sub, a_ref = auroc(s_sub, labels), auroc(s_ref, labels)
-    ok = (
-        r_p >= tolerances.repro_min_score_correlation
-        and r_s >= tolerances.repro_min_score_correlation
-        and abs(a_sub - a_ref) <= tolerances.repro_max_auroc_diff
-    )
-    return ReproductionVerdict(
-        reproduced=bool(ok),
-        score_pearson=r_p,
-        score_spearman=r_s,
-        auroc_submitted=a_sub,
-        auroc_refit=a_ref,
-        auroc_diff=a_sub - a_ref,
-        criteria=tolerances.reproduction_criterion,
-    )
-
-
-def reproduction_check(
-    probe: Probe | str | Path,
-    *,
-    registry: Registry | str | Path | None,
-    cache_dir: str | Path,
-    device: str | None = None,
-    dtype: str | None = None,
-    harvest_config: HarvestConfig | None = None,
-    progress: Progress | None = None,
-    lm: LoadedModel | None = None,
-    protocol: Protocol | None = None,
-) -> ReproductionResult:
-    """Rerun the probe's recipe on its base model and compare with the uploaded artifact.
-
-    The comparison is on the recipe task's test split, by :func:`reproduction_verdict` under
-    ``protocol``'s tolerances (default: the registry's current protocol); the cosine of the
-    raw-space directions (linear probes) is reported as information.
-    """
-    # imported when called: tests replace evaluator.core.models.load_model (no model may load)
-    from evaluator.core.models import load_model
-
-    start = time.perf_counter()
-    progress = progress or no_progress
-    reg = as_registry(registry)
-    p = as_probe(probe, reg)
-    protocol = protocol or reg.protocol()
-    if p.metadata.recipe is None:
-        raise EvaluatorError("the probe has no recipe: nothing to reproduce")
-    recipe = Recipe.from_dict(p.metadata.recipe, probe=p.metadata, registry=reg)
-    if lm is None:
-        lm = load_model(p.base_model, registry=reg, cache_dir=cache_dir, device=device, dtype=dtype)
-    elif lm.id != p.base_model:
-        raise EvaluatorError(f"probe {p.metadata.name!r} reads {p.base_model}, not {lm.id}")
-    cache = ActivationCache(cache_dir)
-    trained = train_recipe(
-        recipe,
-        lm,
-        registry=reg,
-        cache=cache,
-        config=harvest_config,
-        progress=sub_progress(progress, 0.0, 0.5, "reproduce train "),
-    )
-    refit = probe_from_tensors(trained.tensors, p.metadata, registry=reg)
-    test = split_activations(
-        lm,
-        reg,
-        recipe.task,
-        "test",
-        layers=[p.layer],
-        position=p.metadata.position,
-        input_kind=p.metadata.input,
-        cache=cache,
-        config=harvest_config,
-        progress=sub_progress(progress, 0.5, 1.0, "reproduce test "),
-    )[p.layer]
-    verdict = reproduction_verdict(
-        submitted_scores=p.score(test.X),
-        refit_scores=refit.score(test.X),
-        labels=test.labels,
-        tolerances=protocol.tolerances,
-    )
-    d_sub, d_ref = p.direction(), refit.direction()
-    cosine = None
-    if d_sub is not None and d_ref is not None:
-        cosine = float(d_sub @ d_ref / (np.linalg.norm(d_sub) * np.linalg.norm(d_ref) or 1.0))
-    return ReproductionResult(
-        task_id=recipe.task,
-        method=recipe.method,
-        cosine=cosine,
-        auroc_submitted=verdict.auroc_submitted,
-        auroc_refit=verdict.auroc_refit,
-        auroc_diff=verdict.auroc_diff,
-        score_pearson=verdict.score_pearson,
-        score_spearman=verdict.score_spearman,
-        reproduced=verdict.reproduced,
-        criteria=verdict.criteria,
-        protocol=lm.protocol_id,
-        train_cache_key=trained.train.cache_key,
-        seconds=time.perf_counter() - start,
-    )
-
-
-# --------------------------------------------------------------------------- 7. the whole probe
+# --------------------------------------------------------------------------- the whole probe
 
 
 @dataclass
@@ -562,100 +135,6 @@ def _tasks_for(
             + "".join(f"; {t}: {why}" for t, why in not_applicable.items())
         )
     return [t.id for t in applicable], not_applicable
-
-
-@dataclass(frozen=True)
-class MeasureSetup:
-    """What every step of one probe's evaluation shares (the CLI builds one per probe, a worker
-    one per run)."""
-
-    registry: Registry
-    cache_dir: str | Path
-    device: str | None
-    dtype: str | None
-    config: HarvestConfig
-    protocol: Protocol | None = None  # given: the protocol is enforced (a board number)
-
-    def run(self, probe: Probe, task_id: str, split: str, lm: LoadedModel | None, progress: Progress):
-        return _run_with_activations(
-            probe,
-            task_id=task_id,
-            split=split,
-            registry=self.registry,
-            cache_dir=self.cache_dir,
-            lm=lm,
-            device=self.device,
-            dtype=self.dtype,
-            harvest_config=self.config,
-            progress=progress,
-            protocol=self.protocol,
-        )
-
-
-@dataclass
-class SplitMeasurement:
-    """One probe on one split of one task (:func:`measure_split`): the run, the activations it
-    read and, on the test split with ``extras``, the baselines at the probe's layer and, when
-    asked, the probe's latency."""
-
-    run: RunResult
-    activations: SplitActivations
-    lm: LoadedModel
-    baselines: BaselineResult | None = None
-    latency: LatencyResult | None = None
-
-
-def measure_split(
-    probe: Probe,
-    *,
-    task_id: str,
-    split: str,
-    setup: MeasureSetup,
-    lm: LoadedModel | None,
-    progress: Progress,
-    extras: bool = False,
-    train_activations: SplitActivations | None = None,
-    latency: bool = False,
-    latency_reps: int | None = None,
-) -> SplitMeasurement:
-    """Measure one probe on one split of one task: the one per-task step that both
-    ``python -m evaluator evaluate`` (:func:`evaluate_probe`, every split of a task in turn) and
-    the board's workers (one run per split, ``leaderboard.runner``) take.
-
-    ``extras`` (the test split): the random-direction and diff-of-means baselines on the same
-    activations, the train split's read from ``train_activations`` when the caller holds them,
-    else through the activation cache; ``latency``: the probe's latency on the model's device
-    with the task's median-length test prompt (``latency_reps``: the default when None).
-    """
-
-    run, acts, lm = setup.run(probe, task_id, split, lm, sub_progress(progress, 0.0, 0.7 if extras else 1.0))
-    out = SplitMeasurement(run=run, activations=acts, lm=lm)
-    if extras:
-        train = train_activations
-        if train is None:
-            train = split_activations(
-                lm,
-                setup.registry,
-                task_id,
-                "train",
-                layers=[probe.layer],
-                position=probe.metadata.position,
-                input_kind=probe.metadata.input,
-                cache=ActivationCache(setup.cache_dir),
-                config=setup.config,
-                progress=sub_progress(progress, 0.7, 0.85, "baseline train "),
-            )[probe.layer]
-        probe_auroc = auroc(run.examples.scores, run.examples.labels)
-        out.baselines = baselines(train, acts, probe_auroc=probe_auroc)
-        if latency:
-            progress(0.9, "latency")
-            prompt = median_length_prompt(
-                setup.registry, task_id, probe.metadata.input, model=probe.base_model
-            )
-            reps = {} if latency_reps is None else {"reps": latency_reps}
-            out.latency = measure_latency(probe, lm, prompt=prompt, **reps)
-        progress(1.0, "scored")
-    return out
 
 
 def evaluate_probe(
@@ -886,18 +365,6 @@ def _transfer(
         "cross-model transfer",
         notes,
     )
-
-
-def median_length_prompt(
-    registry: Registry, task_id: str, input_kind: str, *, model: str | None = None
-) -> str:
-    """A representative prompt (median text length of the test split) for the forward timing.
-    ``model``: whose own test split, for an on-policy task."""
-
-    rows = read_split(registry, task_id, "test", model=model)
-    order = np.argsort([len(t) for t in rows.texts], kind="stable")
-    text = rows.texts[int(order[len(order) // 2])]
-    return render_prompts(registry.task(task_id), [text], input_kind)[0]
 
 
 def _aggregate(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from evaluator.core.activations import forward_until
+from evaluator.core.harvest import forward_until
 from evaluator.metrics.results import fields_dict
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -23,20 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.axes.evaluate import (
-    MeasureSetup,
-    _tasks_for,
-    as_probe,
-    as_registry,
-    harvest_config_default,
-    measure_split,
-)
-from evaluator.data.registry import STRESS_SPLIT, Registry
+from evaluator.axes.evaluate import _tasks_for
+from evaluator.axes.run import MeasureSetup, as_probe, as_registry, harvest_config_default, measure_split
+from evaluator.data.registry.load import Registry
+from evaluator.data.registry.tasks import STRESS_SPLIT
 from evaluator.errors import EvaluatorError
+from evaluator.metrics.metric_table import OPERATING_FPR
 from evaluator.metrics.metrics import auroc, fpr_at_threshold, recall_at_fpr, threshold_at_fpr
 from evaluator.metrics.results import no_progress
-
-FPR = 0.01
 
 
 def transform_of(row_id: str) -> str:
@@ -58,7 +52,7 @@ def stress_metrics(
     {auroc, recall, fpr, n}, "transforms": {name: {auroc, recall, fpr, auroc_drop, recall_drop,
     n}}, "worst": {auroc, recall}}``."""
 
-    threshold = threshold_at_fpr(train_negatives, FPR)
+    threshold = threshold_at_fpr(train_negatives, OPERATING_FPR)
     ids, labels, scores = stress
     base = {i.rsplit("~", 1)[0] for i in ids}
     on_base = np.array([i in base for i in test[0]], dtype=bool)

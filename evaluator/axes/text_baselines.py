@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 
 from evaluator.axes.text_panel import AUROC_DECIMALS, C_GRID, best_member, task_panel
-from evaluator.data.registry import load_registry, panel_bytes_pinned, panel_relpath
+from evaluator.data.registry.load import load_registry
+from evaluator.data.registry.tasks import panel_bytes_pinned, panel_relpath
 from evaluator.errors import EvaluatorError
 from evaluator.metrics.compare import Z95, delong_test
 
@@ -121,7 +122,7 @@ def chosen_by_cv(panel: Mapping[str, Any]) -> str | None:
 
 
 def load_panel(root: Path, task, model: str | None) -> dict[str, Any] | None:
-    """The committed panel of ``task`` (a :class:`evaluator.data.registry.TaskSpec`) for a probe on
+    """The committed panel of ``task`` (a :class:`evaluator.data.registry.tasks.TaskSpec`) for a probe on
     ``model``, or None when tasks.yaml pins none."""
     pinned = task.text_panel_sha256(model)
     if pinned is None:
@@ -131,7 +132,7 @@ def load_panel(root: Path, task, model: str | None) -> dict[str, Any] | None:
 
 def read_panel(root: Path, task_id: str, model: str | None, sha256: str) -> dict[str, Any]:
     """A panel file (``model``: the base model of an on-policy task's file, else None), checked
-    against its pinned hash (:func:`evaluator.data.registry.panel_bytes_pinned`)."""
+    against its pinned hash (:func:`evaluator.data.registry.tasks.panel_bytes_pinned`)."""
     return json.loads(panel_bytes_pinned(root, task_id, model, sha256))
 
 

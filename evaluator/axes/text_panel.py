@@ -44,8 +44,9 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.core.activations import ActivationCache, prompt_activations, read_split, render_prompts
-from evaluator.data.registry import StructuredFeature
+from evaluator.core.activations import ActivationCache, prompt_activations, read_split
+from evaluator.core.harvest import render_prompts
+from evaluator.data.registry.tasks import StructuredFeature
 from evaluator.errors import EvaluatorError
 from evaluator.metrics.metrics import auroc, auroc_ci
 

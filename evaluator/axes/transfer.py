@@ -29,13 +29,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from evaluator.core.activations import (
-    ActivationCache,
-    harvest,
-    prompt_activations,
-    read_split,
-    render_prompts,
-)
+from evaluator.core.activations import ActivationCache, prompt_activations, read_split
+from evaluator.core.harvest import harvest, render_prompts
 from evaluator.core.probes import probe_from_tensors
 from evaluator.core.recipes import Recipe, map_layer, train_recipe
 from evaluator.errors import EvaluatorError
@@ -43,10 +38,12 @@ from evaluator.metrics.metrics import pearson
 from evaluator.metrics.results import Progress, fields_dict, no_progress, sub_progress
 
 if TYPE_CHECKING:  # pragma: no cover
-    from evaluator.core.activations import HarvestConfig, SplitRows
+    from evaluator.core.activations import SplitRows
+    from evaluator.core.harvest import HarvestConfig
     from evaluator.core.models import LoadedModel
     from evaluator.core.probes import Probe
-    from evaluator.data.registry import Registry, TaskSpec
+    from evaluator.data.registry.load import Registry
+    from evaluator.data.registry.tasks import TaskSpec
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,9 @@ from evaluator.data.builders.common import BuildContext, read_split, rewrite_tas
 from evaluator.data.builders.onpolicy_tasks import generation_keys, generation_settings, relabel
 from evaluator.data.builders.sources import DEFAULT_SOURCES_DIR, fetch
 from evaluator.data.builders.stress import build_stress
-from evaluator.data.registry import default_root, load_registry, load_tasks, sha256_file
+from evaluator.data.registry.files import default_root, sha256_file
+from evaluator.data.registry.load import load_registry
+from evaluator.data.registry.tasks_yaml import load_tasks
 from evaluator.errors import EvaluatorError
 
 log = logging.getLogger(__name__)

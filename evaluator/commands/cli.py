@@ -20,9 +20,11 @@ from pathlib import Path
 from evaluator.axes.attack import attack_probe
 from evaluator.axes.steer import steer_probe
 from evaluator.axes.stress import stress_probe
-from evaluator.commands import build_data, client, reference_probes, reliability, train_cli
+from evaluator.commands import build_data, reliability, train_cli
 from evaluator.commands.base import Command, cache_registry_json_args, default_cache_dir
-from evaluator.data.registry import load_registry
+from evaluator.commands.client import reproduce, submit
+from evaluator.commands.reference_probes import command as reference_probes
+from evaluator.data.registry.load import load_registry
 from evaluator.data.texts import text_hash
 from evaluator.errors import EvaluatorError
 from evaluator.metrics.compare import scores_compare
@@ -424,9 +426,9 @@ COMMANDS: dict[str, Command] = {
             reliability.run_reliability_cli,
             reliability.reliability_summary,
         ),
-        Command("submit", client.submit_args, client.run_submit),
-        Command("follow", client.follow_args, client.run_follow),
-        Command("reproduce", client.reproduce_args, client.run_reproduce),
+        Command("submit", submit.submit_args, submit.run_submit),
+        Command("follow", submit.follow_args, submit.run_follow),
+        Command("reproduce", reproduce.reproduce_args, reproduce.run_reproduce),
     )
 }
 

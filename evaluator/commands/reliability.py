@@ -41,16 +41,17 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.axes.evaluate import harvest_config_default
+from evaluator.axes.run import harvest_config_default
 from evaluator.axes.text_baselines import controlled_auroc, load_panel, member_scores, text_lift
 from evaluator.commands.base import cache_registry_json_args, default_cache_dir
-from evaluator.commands.reference_probes import load_manifest, score_tensors
+from evaluator.commands.reference_probes.manifest import load_manifest
+from evaluator.commands.reference_probes.sweep import score_tensors
 from evaluator.core.activations import ActivationCache, split_activations
 from evaluator.core.probes import load_probe
 from evaluator.core.recipes import Recipe, fit_recipe
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from evaluator.errors import EvaluatorError
-from evaluator.metrics.metric_table import metrics
+from evaluator.metrics.metric_table import OPERATING_FPR, metrics
 from evaluator.metrics.metrics import auroc, brier, ece, recall_at_fpr, sigmoid, threshold_at_fpr
 
 #: the fixed reference probe and task the diagnostics run on: an on-policy task (labels from the
@@ -117,7 +118,9 @@ def entry_metrics(
         "auroc": {"value": auroc(s, y)},
         "ece": {"value": ece(p, y)},
         "brier": {"value": brier(p, y)},
-        "recall_at_1pct_fpr": {"value": recall_at_fpr(s, y, threshold_at_fpr(train_negatives, 0.01))},
+        "recall_at_1pct_fpr": {
+            "value": recall_at_fpr(s, y, threshold_at_fpr(train_negatives, OPERATING_FPR))
+        },
     }
     if distshift is not None:
         out["auroc_ds"] = {"value": auroc(distshift[1], distshift[0])}

@@ -18,12 +18,13 @@ from pathlib import Path
 
 from evaluator.axes.evaluate import evaluate_probe
 from evaluator.commands.base import default_cache_dir
-from evaluator.commands.reference_probes import ea_reference_probe_dir
-from evaluator.core.activations import ActivationCache, HarvestConfig, split_activations
+from evaluator.commands.reference_probes.manifest import ea_reference_probe_dir
+from evaluator.core.activations import ActivationCache, split_activations
 from evaluator.core.applicability import INPUTS, POSITIONS
+from evaluator.core.harvest import HarvestConfig
 from evaluator.core.probes import load_probe, save_probe
 from evaluator.core.recipes import METHODS, Recipe, train_recipe
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from evaluator.errors import EvaluatorError
 from evaluator.metrics.metrics import auroc
 from evaluator.metrics.summary import evaluation_summary

@@ -9,7 +9,7 @@ model. :func:`applicability` says so, with the reason when not, for the planner 
 "not applicable" list, and ``python -m evaluator evaluate``: one rule for all of them.
 
 Pure: no model, no file read; it agrees with what the harvester refuses at the start of a run
-(``evaluator.core.activations.run_inputs_check``, tested on every reference probe against the whole
+(``evaluator.core.harvest.run_inputs_check``, tested on every reference probe against the whole
 registry).
 """
 
@@ -30,7 +30,7 @@ TEMPLATE_FOR_INPUT: dict[str, str] = {kind: kind for kind in INPUTS}
 
 
 class TaskLike(Protocol):
-    """A task as the rule reads it: ``evaluator.data.registry.TaskSpec``, or the board's Task row."""
+    """A task as the rule reads it: ``evaluator.data.registry.tasks.TaskSpec``, or the board's Task row."""
 
     @property
     def templates(self) -> Mapping[str, Any]: ...
@@ -39,7 +39,7 @@ class TaskLike(Protocol):
 
 
 class ModelLike(Protocol):
-    """A base model as the rule reads it: ``evaluator.data.registry.ModelSpec`` or :class:`ModelReads`."""
+    """A base model as the rule reads it: ``evaluator.data.registry.models.ModelSpec`` or :class:`ModelReads`."""
 
     @property
     def id(self) -> str: ...

@@ -41,7 +41,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaluator.core.environment import environment_capture
-from evaluator.data.registry import ModelSpec, Protocol, Registry, sha256_file
+from evaluator.data.registry.files import sha256_file
+from evaluator.data.registry.load import Registry
+from evaluator.data.registry.models import ModelSpec
+from evaluator.data.registry.protocols import Protocol
 from evaluator.errors import InfrastructureError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

@@ -36,13 +36,13 @@ import numpy as np
 
 from evaluator.core.applicability import INPUTS, OUTPUTS, POSITIONS
 from evaluator.core.recipes import Recipe
-from evaluator.data.registry import CATEGORIES
+from evaluator.data.registry.tasks import CATEGORIES
 from evaluator.errors import ArtifactError
 from evaluator.metrics.metrics import sigmoid
 from evaluator.strict_json import JsonRejected, json_loads_strict
 
 if TYPE_CHECKING:  # pragma: no cover
-    from evaluator.data.registry import Registry
+    from evaluator.data.registry.load import Registry
 
 log = logging.getLogger(__name__)
 

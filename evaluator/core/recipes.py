@@ -31,9 +31,10 @@ from evaluator.core.activations import split_activations
 from evaluator.errors import ArtifactError, EvaluatorError, UnknownNameError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from evaluator.core.activations import ActivationCache, HarvestConfig, Progress, SplitActivations
+    from evaluator.core.activations import ActivationCache, SplitActivations
+    from evaluator.core.harvest import HarvestConfig, Progress
     from evaluator.core.models import LoadedModel
-    from evaluator.data.registry import Registry
+    from evaluator.data.registry.load import Registry
 
 log = logging.getLogger(__name__)
 

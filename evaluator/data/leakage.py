@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.data.holdouts import read_rows
-from evaluator.data.registry import Registry, TaskSpec
+from evaluator.data.registry.load import Registry
+from evaluator.data.registry.tasks import TaskSpec
 from evaluator.data.texts import text_hash
 
 EXAMPLES_KEPT = 10  # overlapping row ids kept as evidence per test split

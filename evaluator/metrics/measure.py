@@ -23,11 +23,9 @@ import numpy as np
 from evaluator.errors import MetricInputError
 from evaluator.metrics import metric_table
 from evaluator.metrics import metrics as m
-from evaluator.metrics.metric_table import DECLARED_GAP
+from evaluator.metrics.metric_table import DECLARED_GAP, OPERATING_FPR
 from evaluator.metrics.results import fields_dict
 from evaluator.metrics.scoring import Measurements
-
-FPR_TARGET = 0.01
 
 
 @dataclass
@@ -134,7 +132,7 @@ def task_metrics(
 
     recall = threshold = test_fpr = None
     if train_negative_scores is not None and len(train_negative_scores) > 0:
-        threshold = m.threshold_at_fpr(train_negative_scores, FPR_TARGET)
+        threshold = m.threshold_at_fpr(train_negative_scores, OPERATING_FPR)
         recall = m.recall_at_fpr(test.scores, test.labels, threshold)
         test_fpr = m.fpr_at_threshold(test.scores, test.labels, threshold)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from evaluator.errors import MetricInputError
+from evaluator.metrics.metric_table import OPERATING_FPR
 
 BOOTSTRAP_SEED = 20260401  # fixed: every interval on the board is reproducible
 BOOTSTRAP_RESAMPLES = 1000
@@ -202,7 +203,7 @@ def brier(probs, labels) -> float:
 # --------------------------------------------------------------------------- thresholds
 
 
-def threshold_at_fpr(negative_scores, fpr: float = 0.01) -> float:
+def threshold_at_fpr(negative_scores, fpr: float = OPERATING_FPR) -> float:
     """The threshold t such that at most ``fpr`` of the given negatives score strictly above t."""
     neg = np.sort(np.asarray(negative_scores, dtype=np.float64).reshape(-1))
     if neg.size == 0:

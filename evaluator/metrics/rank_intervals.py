@@ -41,7 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evaluator.data.registry import LicenseSpec, WeightsSpec
+from evaluator.data.registry.licenses import LicenseSpec
+from evaluator.data.registry.weights import WeightsSpec
 from evaluator.errors import MetricInputError
 from evaluator.metrics.metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, EA_QUANTILES, ECE_BINS
 from evaluator.metrics.scoring import Measurements, probe_score, ranking_key

@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from evaluator.data.registry import COMPONENTS, LicenseSpec, WeightsSpec
+from evaluator.data.registry.licenses import LicenseSpec
+from evaluator.data.registry.weights import COMPONENTS, WeightsSpec
 from evaluator.errors import EvaluatorError, UnknownNameError
 
 ECE_RANGE = (0.0, 0.5)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluator.data.registry import COMPONENTS
+from evaluator.data.registry.weights import COMPONENTS
 
 #: the components' names in the summary (the board's short labels)
 LABELS = {

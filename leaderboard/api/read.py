@@ -29,7 +29,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluator.data.registry import COMPONENTS
+from evaluator.data.registry.weights import COMPONENTS
 from evaluator.metrics import metric_table
 from leaderboard.api.pagination import ApiPagination
 from leaderboard.http import public_cache

@@ -38,7 +38,8 @@ from django.db.models.lookups import GreaterThanOrEqual
 
 from evaluator.axes.attack import ATTACK_RECALL_KEY, GOODHART_KEY, TRANSFER_RECALL_KEY
 from evaluator.axes.stress import STRESS_AUROC_KEY, STRESS_RECALL_KEY
-from evaluator.data.registry import COMPONENTS, EVAL_AWARENESS
+from evaluator.data.registry.tasks import EVAL_AWARENESS
+from evaluator.data.registry.weights import COMPONENTS
 from evaluator.metrics.records import (
     CONTROLLED_AUROC_CI_KEY,
     CONTROLLED_AUROC_KEY,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Prefetch
 
-from evaluator.data.registry import EVAL_AWARENESS
+from evaluator.data.registry.tasks import EVAL_AWARENESS
 from evaluator.metrics.records import TaskRecord
 from leaderboard.models import (
     BaseModel,

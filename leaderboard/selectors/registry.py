@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q
 
-from evaluator.data.registry import COMPONENTS, load_registry
+from evaluator.data.registry.load import load_registry
+from evaluator.data.registry.weights import COMPONENTS
 from leaderboard.models import (
     BaseModel,
     Category,

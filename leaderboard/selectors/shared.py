@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from django.db.models import Q
 
 from evaluator.core.applicability import ModelReads, ProbeReads, applicable_tasks
-from evaluator.data.registry import EVAL_AWARENESS
+from evaluator.data.registry.tasks import EVAL_AWARENESS
 from leaderboard.models import BaseModel, EvaluationRun, Probe, ProbeVersion, Submission, Task, TaskSplit
 
 Run = EvaluationRun

@@ -24,7 +24,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F, OuterRef, Q, Subquery
 
-from evaluator.data.registry import EVAL_AWARENESS
+from evaluator.data.registry.tasks import EVAL_AWARENESS
 from evaluator.errors import EvaluatorError
 from evaluator.metrics.measure import declared_gaps
 from leaderboard.models import EvaluationRun, ProbeVersion, Score, Task

@@ -21,7 +21,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from evaluator.data.registry import EVAL_AWARENESS
+from evaluator.data.registry.tasks import EVAL_AWARENESS
 from evaluator.errors import EvaluatorError
 from evaluator.metrics.measure import ScoredExamples
 from evaluator.metrics.metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED

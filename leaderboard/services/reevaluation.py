@@ -27,7 +27,7 @@ from django.utils import timezone
 from evaluator import CODE_VERSION
 from evaluator.data.holdouts import mint_holdout, quarter_validate, read_rows
 from evaluator.data.leakage import split_text_hashes
-from evaluator.data.registry import Registry
+from evaluator.data.registry.load import Registry
 from evaluator.errors import EvaluatorError
 from evaluator.metrics import metrics
 from leaderboard.errors import Conflict, ServiceError

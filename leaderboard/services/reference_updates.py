@@ -15,7 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from evaluator import CODE_VERSION
-from evaluator.data.registry import EVAL_AWARENESS
+from evaluator.data.registry.tasks import EVAL_AWARENESS
 from leaderboard.models import EvaluationRun, ProbeVersion, ReferenceUpdate, Score, Submission, Task
 from leaderboard.policy import spec_version_key
 from leaderboard.selectors.shared import EA_REFERENCE_CANDIDATE, scored_versions_all

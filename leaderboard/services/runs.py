@@ -35,7 +35,7 @@ from kombu.exceptions import OperationalError as BrokerOperationalError
 
 from evaluator import CODE_VERSION
 from evaluator.core.applicability import ModelReads, ProbeReads, applicability
-from evaluator.data.registry import EVAL_AWARENESS, STRESS_SPLIT
+from evaluator.data.registry.tasks import EVAL_AWARENESS, STRESS_SPLIT
 from evaluator.errors import EvaluatorError, InfrastructureError, RegistryError
 from leaderboard import runner
 from leaderboard.errors import InfrastructureFault

@@ -18,8 +18,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from evaluator.axes.attack import GOODHART_KEY
-from evaluator.data.registry import EVAL_AWARENESS, LicenseSpec
-from evaluator.data.registry import WeightsSpec as SpecData
+from evaluator.data.registry.licenses import LicenseSpec
+from evaluator.data.registry.tasks import EVAL_AWARENESS
+from evaluator.data.registry.weights import WeightsSpec as SpecData
 from evaluator.errors import EvaluatorError
 from evaluator.metrics.measure import (
     ScoredExamples,

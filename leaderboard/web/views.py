@@ -15,7 +15,7 @@ from django.core.paginator import Paginator
 from django.http import FileResponse, Http404
 from django.shortcuts import render
 
-from evaluator.data.registry import COMPONENTS
+from evaluator.data.registry.weights import COMPONENTS
 from evaluator.errors import EvaluatorError
 from evaluator.metrics import metric_table
 from leaderboard.errors import QueryError

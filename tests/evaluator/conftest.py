@@ -203,7 +203,7 @@ def tiny_root(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_registry(tiny_root):
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
 
     return load_registry(tiny_root, verify_hashes=True)
 
@@ -232,7 +232,7 @@ def minilm(tiny_registry, cache_dir):
 def sources_dir() -> Path:
     """The pinned source archives (downloaded once into var/sources; skipped where they cannot be)."""
     from evaluator.data.builders.sources import DEFAULT_SOURCES_DIR, SourceError, fetch_all
-    from evaluator.data.registry import default_root
+    from evaluator.data.registry.files import default_root
 
     path = default_root() / DEFAULT_SOURCES_DIR
     try:

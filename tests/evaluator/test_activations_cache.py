@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from evaluator.core.activations import ActivationCache, split_activations
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from evaluator.errors import SplitHashMismatch
 from tests.evaluator.conftest import TASK, build_registry, capitals_task, fresh_cache
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from evaluator.core.activations import HarvestConfig, forward_until, harvest
+from evaluator.core.harvest import HarvestConfig, forward_until, harvest
 
 pytestmark = pytest.mark.model
 

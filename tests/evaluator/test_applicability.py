@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from evaluator.axes.evaluate import _tasks_for
-from evaluator.core.activations import run_inputs_check
 from evaluator.core.applicability import ProbeReads, applicability, applicable_tasks
+from evaluator.core.harvest import run_inputs_check
 from evaluator.core.probes import load_probe
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from evaluator.errors import EvaluatorError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,8 +67,8 @@ def test_evaluate_leaves_out_the_tasks_a_probe_cannot_read_and_refuses_one_named
 def test_the_probe_vocabulary_has_one_home():
     """Positions, inputs and outputs are defined in evaluator.core.applicability; the artifact
     reader, the harvester, the submission check and the submit form read those very tuples."""
-    import evaluator.core.activations as activations
     import evaluator.core.applicability as home
+    import evaluator.core.harvest as harvest
     import evaluator.core.probes as probes
     import leaderboard.validation as validation
     import leaderboard.web.forms as forms
@@ -77,5 +77,5 @@ def test_the_probe_vocabulary_has_one_home():
         assert module.POSITIONS is home.POSITIONS
         assert module.INPUTS is home.INPUTS
         assert module.OUTPUTS is home.OUTPUTS
-    assert activations.POSITIONS is home.POSITIONS and activations.INPUTS is home.INPUTS
+    assert harvest.POSITIONS is home.POSITIONS and harvest.INPUTS is home.INPUTS
     assert set(home.TEMPLATE_FOR_INPUT) == set(home.INPUTS)

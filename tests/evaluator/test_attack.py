@@ -94,8 +94,9 @@ def test_the_clean_scores_are_the_boards(probes, tiny_registry, cache_dir):
     """The attack's clean scores come from the workers' measurement, and its own forward with no
     suffix reproduces them (the pooled vectors are the harvest's)."""
     from evaluator.axes.attack import _encode, _scores
-    from evaluator.axes.evaluate import execute_run
-    from evaluator.core.activations import read_split, render_prompts
+    from evaluator.axes.run import execute_run
+    from evaluator.core.activations import read_split
+    from evaluator.core.harvest import render_prompts
     from evaluator.core.models import load_model
     from evaluator.core.probes import load_probe
 

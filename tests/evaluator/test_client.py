@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.commands.client import (
+from evaluator.commands.client.reproduce import (
     DEFAULT_TOLERANCES,
-    ClientError,
     numbers_compare,
     probe_spec_parse,
     protocol_tolerances,
 )
+from evaluator.commands.client.transport import ClientError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -109,7 +109,8 @@ def test_probe_argument_names_a_slug_and_optionally_a_version():
 
 def test_the_client_loads_neither_django_nor_torch():
     code = (
-        "import sys, evaluator.commands.client, evaluator.commands.cli; evaluator.commands.cli.build_parser();"
+        "import sys, evaluator.commands.client.reproduce, evaluator.commands.client.submit, evaluator.commands.cli;"
+        " evaluator.commands.cli.build_parser();"
         " print(','.join(m for m in ('django', 'torch', 'transformers', 'sklearn') if m in sys.modules))"
     )
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}

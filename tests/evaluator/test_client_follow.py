@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from evaluator.commands.client import eta_text, submission_progress_line
+from evaluator.commands.client.submit import eta_text, submission_progress_line
 from tests.security.test_client_hostile_server import (
     TOKEN,
     HostileServer,

@@ -4,7 +4,7 @@ ProbeScore with the project's own scoring on the drawn rows."""
 import numpy as np
 import pytest
 
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from evaluator.metrics import metrics
 from evaluator.metrics.measure import ScoredExamples, aggregate_measurements, task_metrics
 from evaluator.metrics.rank_intervals import (

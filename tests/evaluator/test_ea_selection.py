@@ -23,19 +23,18 @@ from evaluator.axes.ea_selection import (
     select,
     split_formats,
 )
-from evaluator.commands.reference_probes import (
-    cv_score,
+from evaluator.commands.reference_probes.evaluation import read_sidecar
+from evaluator.commands.reference_probes.manifest import (
     ea_reference_for,
     ea_reference_probe_dir,
-    fit_and_score,
-    grouped_folds,
     load_manifest,
     manifest_path,
-    read_sidecar,
 )
+from evaluator.commands.reference_probes.sweep import cv_score, grouped_folds
+from evaluator.commands.reference_probes.training import fit_and_score
 from evaluator.core.probes import METADATA_NAME
 from evaluator.core.recipes import Recipe
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from evaluator.errors import EvaluatorError, RegistryError
 from tests.evaluator.conftest import GEMMA, PROJECT_ROOT, SMOLLM
 
@@ -300,7 +299,8 @@ def test_the_smollm2_selection_refits_to_the_committed_probe_at_its_layer(real_r
     tensors."""
     from dataclasses import replace
 
-    from evaluator.commands.reference_probes import compare_artifacts, train_reference
+    from evaluator.commands.reference_probes.check import compare_artifacts
+    from evaluator.commands.reference_probes.training import train_reference
     from evaluator.core.activations import ActivationCache
     from evaluator.core.models import load_model
     from evaluator.core.probes import load_probe

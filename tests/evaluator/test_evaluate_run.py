@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from evaluator import CODE_VERSION
-from evaluator.axes.evaluate import evaluate_probe, execute_run, reproduction_check
-from evaluator.data.registry import load_registry
+from evaluator.axes.evaluate import evaluate_probe
+from evaluator.axes.reproduction import reproduction_check
+from evaluator.axes.run import execute_run
+from evaluator.data.registry.load import load_registry
 from evaluator.errors import EvaluatorError, SplitHashMismatch
 from evaluator.metrics import metrics, records
 from evaluator.metrics.measure import ScoredExamples, task_metrics

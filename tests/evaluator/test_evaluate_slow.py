@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluator.core.activations import ActivationCache, harvest, split_activations
+from evaluator.core.activations import ActivationCache, split_activations
+from evaluator.core.harvest import harvest
 from evaluator.core.models import load_model
 from evaluator.core.recipes import Recipe, fit_recipe
 from evaluator.metrics.metrics import auroc
@@ -68,7 +69,7 @@ def test_a_real_task_trains_and_evaluates_with_transfer_to_every_model(tmp_path)
     from evaluator.axes.evaluate import evaluate_probe
     from evaluator.core.probes import save_probe
     from evaluator.core.recipes import train_recipe
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
     from tests.evaluator.conftest import fresh_cache, model_cache_dir
 
     registry = load_registry(PROJECT_ROOT)

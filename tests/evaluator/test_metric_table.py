@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from evaluator.commands.client import DEFAULT_TOLERANCES, numbers_compare, protocol_tolerances
+from evaluator.commands.client.reproduce import DEFAULT_TOLERANCES, numbers_compare, protocol_tolerances
 from evaluator.metrics import metric_table
 from evaluator.metrics.measure import declared_gaps
 from evaluator.metrics.metric_table import DECLARED_GAP, METRICS, Metric
@@ -138,6 +138,6 @@ def test_rows_are_frozen():
 
 
 def test_what_the_reference_probes_declare_is_declarable():
-    from evaluator.commands.reference_probes import DECLARED
+    from evaluator.commands.reference_probes.evaluation import DECLARED
 
     assert set(DECLARED) <= set(metric_table.declarable_names())

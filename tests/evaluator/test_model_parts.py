@@ -23,7 +23,8 @@ from evaluator.core.models import (
     install_hint,
     package_dir,
 )
-from evaluator.data.registry import load_models, load_registry
+from evaluator.data.registry.load import load_registry
+from evaluator.data.registry.models import load_models
 from evaluator.errors import RegistryError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -184,7 +185,7 @@ def test_the_cli_transfer_targets_leave_out_a_model_loaded_on_request():
 @pytest.mark.model
 def test_qwen_loads_from_its_joined_parts_and_reads_like_the_others(tmp_path):
     """Needs `make qwen` (the six part wheels): joined, hash-checked, converted, harvested."""
-    from evaluator.core.activations import harvest
+    from evaluator.core.harvest import harvest
     from evaluator.core.models import load_model
 
     reg = load_registry(ROOT)

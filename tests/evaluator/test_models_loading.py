@@ -101,7 +101,7 @@ def test_install_hints_match_how_the_packages_are_installed(tiny_registry):
 
 @pytest.mark.slow
 def test_gemma_loads_from_its_joined_gguf_with_large_residual_norms(tiny_registry, cache_dir):
-    from evaluator.core.activations import harvest
+    from evaluator.core.harvest import harvest
 
     gemma = load_model(GEMMA, registry=tiny_registry, cache_dir=cache_dir, device="cpu", dtype="float32")
     assert type(gemma.model).__name__ == "Gemma3TextModel"

@@ -22,7 +22,8 @@ from evaluator.data.builders import ON_POLICY_TASK_IDS
 from evaluator.data.builders.common import SPLIT_ORDER, normalise
 from evaluator.data.builders.onpolicy import CITY_COUNTRY_ID, names_country
 from evaluator.data.builders.onpolicy_tasks import generation_keys, relabel
-from evaluator.data.registry import default_root, load_registry
+from evaluator.data.registry.files import default_root
+from evaluator.data.registry.load import load_registry
 from evaluator.errors import EvaluatorError, RegistryError, SplitHashMismatch
 
 ROOT = default_root()

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.commands.reference_probes import load_manifest, read_sidecar
-from evaluator.data.registry import load_registry
+from evaluator.commands.reference_probes.evaluation import read_sidecar
+from evaluator.commands.reference_probes.manifest import load_manifest
+from evaluator.data.registry.load import load_registry
 from tests.evaluator.conftest import PROJECT_ROOT, model_cache_dir
 
 
@@ -30,7 +31,7 @@ def test_every_committed_reference_probe_was_measured_in_float32_and_reproduced(
 @pytest.mark.slow
 @pytest.mark.model
 def test_every_reference_probe_is_reproduced_under_the_protocol(real_registry):
-    from evaluator.axes.evaluate import reproduction_check
+    from evaluator.axes.reproduction import reproduction_check
     from evaluator.core.models import load_model
 
     protocol = real_registry.protocol()

@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 import yaml
 
-from evaluator.axes.evaluate import BASELINE_SEED, reproduction_verdict
+from evaluator.axes.baselines import BASELINE_SEED
+from evaluator.axes.reproduction import reproduction_verdict
 from evaluator.axes.transfer import TRANSFER_SEED
-from evaluator.core.activations import HarvestConfig
 from evaluator.core.environment import CPU_FLAGS, cpu_info, environment_capture, environment_label
+from evaluator.core.harvest import HarvestConfig
 from evaluator.core.models import ProtocolViolation, load_model, protocol_numerics_apply
-from evaluator.data.registry import load_protocol, load_registry
+from evaluator.data.registry.load import load_registry
+from evaluator.data.registry.protocols import load_protocol
 from evaluator.errors import RegistryError
 from evaluator.metrics.metrics import BOOTSTRAP_SEED
 from tests.evaluator.conftest import PROJECT_ROOT, SMOLLM

@@ -24,12 +24,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.axes.evaluate import execute_run, reproduction_check
-from evaluator.core.activations import HarvestConfig
+from evaluator.axes.reproduction import reproduction_check
+from evaluator.axes.run import execute_run
+from evaluator.core.harvest import HarvestConfig
 from evaluator.core.models import load_model
 from evaluator.core.probes import load_probe, save_probe
 from evaluator.core.recipes import Recipe, train_recipe
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from evaluator.metrics.metrics import auroc, ece
 from tests.evaluator.conftest import PROJECT_ROOT, SMOLLM, fresh_cache, model_cache_dir
 from tests.integration.mini_registry import build_mini_registry

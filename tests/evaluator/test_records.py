@@ -12,10 +12,12 @@ import jsonschema
 import numpy as np
 import pytest
 
-from evaluator.axes.evaluate import BaselineResult, ProbeEvaluation, RunResult, TaskEvaluation
+from evaluator.axes.baselines import BaselineResult
+from evaluator.axes.evaluate import ProbeEvaluation, TaskEvaluation
 from evaluator.axes.latency import LatencyResult
+from evaluator.axes.run import RunResult
 from evaluator.core import applicability
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from evaluator.metrics import records
 from evaluator.metrics.measure import ScoredExamples, aggregate_measurements, declared_gaps, task_metrics
 from evaluator.metrics.records import ScoreRecord, TaskRecord, measurements_from_stored

@@ -18,21 +18,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.commands.reference_probes import (
-    AUTHORS,
-    LICENSE,
-    SIDECAR,
-    SWEEP_RULE,
-    choose_layer,
+from evaluator.commands.reference_probes.evaluation import SIDECAR, read_sidecar
+from evaluator.commands.reference_probes.manifest import (
     ea_reference_for,
     ea_reference_probe_dir,
-    grouped_folds,
     load_manifest,
-    read_sidecar,
-    record_problems,
 )
+from evaluator.commands.reference_probes.stale import record_problems
+from evaluator.commands.reference_probes.sweep import SWEEP_RULE, choose_layer, grouped_folds
+from evaluator.commands.reference_probes.training import AUTHORS, LICENSE
 from evaluator.core.probes import ARTIFACT_NAME, METADATA_NAME, load_probe
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from leaderboard.validation import KNOWN_FIELDS
 from tests.evaluator.conftest import PROJECT_ROOT, SMOLLM, model_cache_dir
 
@@ -232,7 +228,7 @@ def test_a_record_measured_against_another_reference_or_file_is_named_stale(entr
 @pytest.mark.model
 def test_the_smollm2_eval_awareness_probe_reevaluates_to_its_recorded_test_metrics(entries, real_registry):
     """One run on benchmark-vs-user-v1/test (activations from the cache when present)."""
-    from evaluator.axes.evaluate import execute_run
+    from evaluator.axes.run import execute_run
     from evaluator.metrics import metrics as m
 
     entry = ea_reference_for(entries, SMOLLM)
@@ -293,7 +289,8 @@ def test_every_reference_probe_reevaluates_to_its_recorded_metrics(entries, real
 def test_every_reference_probe_retrains_to_its_committed_artifact(entries, real_registry):
     """``python -m evaluator reference-probes --check``: the sweep picks the same layer and the
     fit gives the same tensors (within the check's tolerance)."""
-    from evaluator.commands.reference_probes import compare_artifacts, train_reference
+    from evaluator.commands.reference_probes.check import compare_artifacts
+    from evaluator.commands.reference_probes.training import train_reference
     from evaluator.core.activations import ActivationCache
     from evaluator.core.models import load_model
 

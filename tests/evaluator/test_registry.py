@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from evaluator.errors import RegistryError, SplitHashMismatch, UnknownNameError
 
 ROOT = Path(__file__).resolve().parents[2]

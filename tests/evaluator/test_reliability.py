@@ -18,7 +18,7 @@ from evaluator.commands.reliability import (
     run_reliability,
     summarise,
 )
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from evaluator.metrics.metric_table import metrics
 from tests.evaluator.conftest import PROJECT_ROOT, SMOLLM, fresh_cache
 

@@ -11,13 +11,10 @@ import numpy as np
 import pytest
 
 from evaluator.axes.attack import attack_metrics, is_checkpoint, robustness_summary, steps_to_half
-from evaluator.data.registry import (
-    AttackSettings,
-    LicenseSpec,
-    load_protocol,
-    load_registry,
-    load_weights_spec,
-)
+from evaluator.data.registry.licenses import LicenseSpec
+from evaluator.data.registry.load import load_registry
+from evaluator.data.registry.protocols import AttackSettings, load_protocol
+from evaluator.data.registry.weights import load_weights_spec
 from evaluator.errors import RegistryError
 from evaluator.metrics.scoring import Measurements, probe_score
 

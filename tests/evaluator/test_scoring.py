@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from evaluator.errors import UnknownNameError
 from evaluator.metrics.scoring import Measurements, probe_score, ranking_key
 

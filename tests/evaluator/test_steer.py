@@ -27,31 +27,28 @@ import pytest
 import yaml
 
 from bench.bench_steer import random_probe_write
-from evaluator.axes.steer import (
+from evaluator.axes.steer import direction_utility, steer_probe, steer_task, unit_direction
+from evaluator.axes.steer_generation import generate, perplexity
+from evaluator.axes.steer_null import _against_random, empirical_p, random_directions
+from evaluator.axes.steer_readout import (
     _ablation,
     _addition,
-    _against_random,
     _encode,
-    direction_utility,
-    empirical_p,
-    generate,
     intervention_work,
-    perplexity,
-    random_directions,
     readout_prefix,
     readout_tokens,
     readouts,
     readouts_batched,
     replayed_parameters,
-    steer_probe,
     steer_subset,
-    steer_task,
-    unit_direction,
 )
-from evaluator.core.activations import HarvestConfig, read_split, render
+from evaluator.core.activations import read_split
+from evaluator.core.harvest import HarvestConfig, render
 from evaluator.core.models import load_model
 from evaluator.core.probes import load_probe
-from evaluator.data.registry import load_protocol, load_registry, load_tasks
+from evaluator.data.registry.load import load_registry
+from evaluator.data.registry.protocols import load_protocol
+from evaluator.data.registry.tasks_yaml import load_tasks
 from evaluator.errors import RegistryError
 from tests.evaluator.conftest import GEMMA, PROJECT_ROOT, SMOLLM, model_cache_dir
 
@@ -391,7 +388,7 @@ def test_adding_the_truth_probe_direction_moves_the_readout_towards_false(regist
 
 
 def test_a_push_far_past_the_residual_norm_fails_the_fluency_guard(registry, smollm2):
-    from evaluator.axes.steer import fluency_ids
+    from evaluator.axes.steer_strength import fluency_ids
 
     ids = fluency_ids(smollm2, registry, registry.protocol().steering)[:3]
     assert ids and all(2 <= len(x) <= registry.protocol().steering.fluency_tokens for x in ids)

@@ -22,7 +22,7 @@ from evaluator.data.builders.stress import (
     rewrite,
     stress_base,
 )
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from evaluator.errors import RegistryError, SplitHashMismatch
 from tests.evaluator.conftest import PROJECT_ROOT
 

@@ -23,7 +23,7 @@ def stressed(tmp_path_factory, cache_dir):
     from evaluator.core.models import load_model
     from evaluator.core.probes import save_probe
     from evaluator.core.recipes import Recipe, train_recipe
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
 
     root = tmp_path_factory.mktemp("stress-registry")
     build_registry(root, [capitals_task(root)])

@@ -20,7 +20,9 @@ from evaluator.data.builders import ON_POLICY_TASK_IDS
 from evaluator.data.builders import TASK_IDS as ALL_TASK_IDS
 from evaluator.data.builders.common import SPLIT_ORDER, normalise
 from evaluator.data.builders.sources import SourceError
-from evaluator.data.registry import CATEGORIES, default_root, load_registry, sha256_file
+from evaluator.data.registry.files import default_root, sha256_file
+from evaluator.data.registry.load import load_registry
+from evaluator.data.registry.tasks import CATEGORIES
 from evaluator.errors import EvaluatorError
 
 ROOT = default_root()

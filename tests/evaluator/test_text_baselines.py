@@ -21,7 +21,7 @@ from evaluator.axes.text_baselines import (
     strongest,
     text_lift,
 )
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from evaluator.errors import EvaluatorError, RegistryError
 from evaluator.metrics.compare import delong_test, mean_delta_ci
 from tests.evaluator.conftest import PROJECT_ROOT, build_registry

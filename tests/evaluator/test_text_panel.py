@@ -16,7 +16,8 @@ from evaluator.axes.text_panel import (
     fit_panel,
     panel_members,
 )
-from evaluator.data.registry import StructuredFeature, load_registry
+from evaluator.data.registry.load import load_registry
+from evaluator.data.registry.tasks import StructuredFeature
 from evaluator.errors import RegistryError
 from tests.evaluator.conftest import build_registry, write_split
 

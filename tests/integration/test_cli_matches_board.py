@@ -90,7 +90,7 @@ def cli_evaluate(root: Path, probe_dir: Path) -> dict:
 def test_the_cli_with_its_defaults_gives_every_number_the_board_stores(
     board_root, trained, start_worker, researcher, system_account
 ):
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
     from evaluator.metrics.scoring import Measurements, probe_score
 
     worker = start_worker("board")
@@ -185,7 +185,7 @@ def test_the_worker_measures_in_float32_where_auto_would_pick_bf16(settings, mon
     import torch
 
     import evaluator.core.models as models
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
     from leaderboard import runner
 
     settings.REGISTRY_ROOT = ROOT

@@ -125,7 +125,7 @@ def test_waiting_on_a_submission_that_is_rejected_ends_with_the_public_reason(
 def test_a_submission_followed_until_scored_is_reproduced_and_a_tampered_score_is_caught(
     live_server, mini, trained, start_worker, researcher, system_account, settings, tmp_path
 ):
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
 
     worker = start_worker("client")
     # the base model's eval-awareness reference probe is on the board first

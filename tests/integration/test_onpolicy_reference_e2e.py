@@ -16,7 +16,7 @@ from django.core.management import call_command
 
 from evaluator.axes.text_baselines import load_panel, member_scores, strongest
 from evaluator.data.holdouts import read_rows
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from evaluator.metrics import metrics
 from leaderboard.models import CycleResult, EvaluationRun, ReevaluationCycle, Score, Submission
 from leaderboard.services.reevaluation import reevaluation_start

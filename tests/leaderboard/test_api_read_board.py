@@ -5,7 +5,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from evaluator.data.registry import COMPONENTS
+from evaluator.data.registry.weights import COMPONENTS
 from tests.factories import LeakageRecordFactory
 from tests.leaderboard.board_data import (
     MODEL_B,

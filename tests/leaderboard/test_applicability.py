@@ -14,9 +14,10 @@ import pytest
 import yaml
 from django.urls import reverse
 
-from evaluator.core.activations import run_inputs_check
+from evaluator.core.harvest import run_inputs_check
 from evaluator.data.builders.onpolicy import CITY_COUNTRY_ID
-from evaluator.data.registry import EVAL_AWARENESS, load_registry
+from evaluator.data.registry.load import load_registry
+from evaluator.data.registry.tasks import EVAL_AWARENESS
 from evaluator.errors import EvaluatorError
 from leaderboard import models as m
 from tests.leaderboard.board_data import public_probe

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from evaluator.data.texts import normalize_text, text_hash
 from leaderboard.errors import ValidationFailed
 from leaderboard.models import EvaluationRun, LeakageRecord, Submission

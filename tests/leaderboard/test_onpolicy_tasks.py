@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from evaluator.data.builders.onpolicy import CITY_COUNTRY_ID
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from leaderboard import models as m
 from leaderboard.registry_sync import registry_sync
 from leaderboard.services.runs import evaluation_runs_plan

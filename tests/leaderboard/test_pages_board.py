@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from evaluator.data.registry import COMPONENTS
+from evaluator.data.registry.weights import COMPONENTS
 from leaderboard import models as m
 from tests.factories import (
     CycleResultFactory,

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from evaluator.data.registry import COMPONENTS
+from evaluator.data.registry.weights import COMPONENTS
 from evaluator.metrics.scoring import ranking_key
 from leaderboard import models as m
 from leaderboard.selectors.board import (

@@ -15,7 +15,7 @@ from django.core.management import call_command
 
 from evaluator.data.builders.onpolicy import CITY_COUNTRY_ID
 from evaluator.data.holdouts import read_rows
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from evaluator.data.texts import text_hash
 from leaderboard import models as m
 from leaderboard.services.reevaluation import cycle_advance, reevaluation_start

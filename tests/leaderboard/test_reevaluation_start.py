@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from evaluator.data.holdouts import mint_holdout, read_rows
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from evaluator.data.texts import text_hash
 from leaderboard.errors import Conflict, ServiceError
 from leaderboard.models import CycleResult, EvaluationRun, ReevaluationCycle

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from django.core.management import call_command
 
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from evaluator.errors import RegistryError
 from leaderboard.models import Task
 from leaderboard.registry_sync import registry_sync

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from evaluator.data.registry import CATEGORIES, EVAL_AWARENESS
+from evaluator.data.registry.tasks import CATEGORIES, EVAL_AWARENESS
 from leaderboard.management.commands.install_reference_probes import submission_order
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,7 +61,7 @@ def test_the_category_leader_is_the_probe_whose_primary_runs_cost_least():
 
 
 def test_the_harvest_cost_grows_with_the_splits_read_and_the_model_size():
-    from evaluator.data.registry import load_registry
+    from evaluator.data.registry.load import load_registry
     from leaderboard.management.commands.install_reference_probes import harvest_cost
 
     registry = load_registry(ROOT)

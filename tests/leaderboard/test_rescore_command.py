@@ -8,7 +8,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from evaluator.data.registry import load_registry
+from evaluator.data.registry.load import load_registry
 from leaderboard import models as m
 from leaderboard.registry_sync import registry_sync
 from leaderboard.services.scores import submission_score

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.data.builders.common import read_split
-from evaluator.data.registry import load_tasks
+from evaluator.data.registry.tasks_yaml import load_tasks
 
 TRANSFORMS: tuple[str, ...] = (
     "chat",

@@ -46,8 +46,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, connection
 
-from evaluator.commands.client import printable
-from evaluator.data.registry import EVAL_AWARENESS
+from evaluator.commands.client.transport import printable
+from evaluator.data.registry.tasks import EVAL_AWARENESS
 from leaderboard.management.commands.install_reference_probes import (
     SYSTEM_USER,
     entries_on_models,
@@ -87,7 +87,7 @@ class DemoLock:
 
     The lock is only ever a regular file of its own: a symbolic link there is not followed and a
     file with another name (a hard link) or anything else is refused, so the demo never empties a
-    file it does not own. What the file says is printed escaped (``evaluator.commands.client.printable``):
+    file it does not own. What the file says is printed escaped (``evaluator.commands.client.transport.printable``):
     no control character or terminal escape in it reaches the terminal."""
 
     def __init__(self, data_dir: Path):

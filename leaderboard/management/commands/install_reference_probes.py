@@ -36,7 +36,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluator.core.applicability import ProbeReads, applicability
-from evaluator.data.registry import CATEGORIES, EVAL_AWARENESS, Registry, load_registry
+from evaluator.data.registry.load import Registry, load_registry
+from evaluator.data.registry.tasks import CATEGORIES, EVAL_AWARENESS
 from leaderboard.accounts import SYSTEM_USERNAME
 from leaderboard.errors import ServiceError
 from leaderboard.models import ReferenceUpdate, Submission
