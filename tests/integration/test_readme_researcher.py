@@ -130,9 +130,13 @@ def test_the_readme_researcher_block_works_as_written_for_a_token_only_user(
         stderr=subprocess.PIPE,
         text=True,
     )
+    # each pipe read by its own thread (communicate() would read stderr too, racing the reader)
     progress: list[str] = []
+    output: list[str] = []
     reader = threading.Thread(target=lambda: progress.extend(follow.stderr), daemon=True)
+    out_reader = threading.Thread(target=lambda: output.extend(follow.stdout), daemon=True)
     reader.start()
+    out_reader.start()
     worker = None
     try:
         deadline = time.monotonic() + 120
@@ -142,10 +146,12 @@ def test_the_readme_researcher_block_works_as_written_for_a_token_only_user(
         assert progress[0].startswith(f"submission {sid}: queued · next in the queue · 0/")
         assert "ETA unknown" in progress[0]  # no run has finished yet: nothing measured
         worker = start_worker("readme")
-        stdout, _ = follow.communicate(timeout=1500)
+        follow.wait(timeout=1500)
     finally:
         follow.kill()
     reader.join(timeout=10)
+    out_reader.join(timeout=10)
+    stdout = "".join(output)
     assert follow.returncode == 0, "".join(progress)[-3000:] + (worker.output()[-3000:] if worker else "")
     followed = json.loads(stdout)
     assert followed["id"] == sid and followed["status"] == "scored"
