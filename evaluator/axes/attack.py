@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from evaluator.axes.run import MeasureSetup, as_probe, harvest_config_default, measure_split
+from evaluator.core import hooks, models
 from evaluator.core.activations import read_split
 from evaluator.core.harvest import render_prompts
 from evaluator.errors import EvaluatorError
@@ -87,10 +88,6 @@ def source_order(method: str, name: str) -> tuple[int, str]:
     return rank, name
 
 
-class _Stop(Exception):
-    """Raised by the hook on the probe's block: the rest of the model is skipped."""
-
-
 @dataclass(frozen=True)
 class _Prompts:
     ids: list[list[int]]  # token ids of each prompt (left-truncated to leave room for the suffix)
@@ -111,29 +108,6 @@ def _encode(lm: LoadedModel, prompts: Sequence[str], max_length: int, room: int)
         raise EvaluatorError("a prompt tokenized to zero tokens")
     keep = [[1.0 - float(m) for m in mask] for mask in encoded["special_tokens_mask"]]
     return _Prompts(ids, keep)
-
-
-def _torch_score(probe: Probe, X: Any) -> Any:
-    """s(x) of ``probe`` on "b d" torch vectors, differentiable (Probe.score in torch)."""
-    import torch
-
-    t = {
-        k: torch.as_tensor(np.asarray(v, dtype=np.float32), device=X.device) for k, v in probe.tensors.items()
-    }
-    if "mean" in t:
-        X = X - t["mean"]
-    if "scale" in t:
-        X = X / t["scale"]
-    if probe.kind == "mlp":
-        hidden = torch.relu(X @ t["w1"].T + t["b1"])
-        return hidden @ t["w2"].reshape(-1) + t["b2"].reshape(-1)[0]
-    w = t["weight"]
-    b = t.get("bias", torch.zeros(1 if w.ndim == 1 else w.shape[0], device=X.device))
-    if w.ndim == 1 or w.shape[0] == 1:
-        return X @ w.reshape(-1) + b.reshape(-1)[0]
-    logits = X @ w.T + b
-    others = torch.cat([logits[:, :1], logits[:, 2:]], dim=1)
-    return logits[:, 1] - torch.logsumexp(others, dim=1)
 
 
 def _pooled(
@@ -168,23 +142,12 @@ def _pooled(
     else:
         inputs = embedded
     inputs = inputs.to(lm.dtype)
-    if layer == 0:
+    if layer == 0:  # the suffixed embeddings themselves (the embedding module does not run)
         hidden = inputs
     else:
-        captured: dict[str, Any] = {}
-
-        def hook(module, args, output):  # noqa: ARG001 - the hook signature
-            captured["h"] = output[0] if isinstance(output, tuple) else output
-            raise _Stop
-
-        handle = lm.blocks[layer - 1].register_forward_hook(hook)
-        try:
+        with hooks.capture(lm, [layer], stop=True) as captured:
             lm.model(inputs_embeds=inputs, attention_mask=mask.to(lm.device), use_cache=False)
-        except _Stop:
-            pass
-        finally:
-            handle.remove()
-        hidden = captured["h"]
+        hidden = captured[layer]
     hidden = hidden.float()
     if position == "last_token":
         last = torch.as_tensor([n - 1 for n in lengths], device=lm.device)
@@ -272,13 +235,14 @@ def optimise_suffix(
     optimiser = torch.optim.Adam([suffix], lr=budget.learning_rate * rms)
     order = np.random.default_rng(seed)
     n = len(prompts.ids)
+    score = probe.torch_forward(lm.device)  # s(x) in torch, differentiable in x
     with _frozen(lm), lm.lock:
         if on_step is not None and on_step(0, suffix.detach()):
             return suffix.detach()
         for step in range(1, steps + 1):
             rows = order.choice(n, size=min(budget.batch, n), replace=False).tolist()
             X = _pooled(lm, prompts, rows, suffix, layer=probe.layer, position=probe.metadata.position)
-            loss = torch.nn.functional.softplus(_torch_score(probe, X) - threshold).mean()
+            loss = torch.nn.functional.softplus(score(X) - threshold).mean()
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
@@ -352,9 +316,6 @@ def attack_probe(
     """The attack on ``probe`` for one task of its category (the result the CLI prints, and the
     robustness run's). ``steps`` and ``seed`` default to the protocol's budget; ``suffix_in``
     applies a stored suffix instead of optimising one (the transfer attack)."""
-    # imported when called: tests replace evaluator.core.models.load_model (no model may load)
-    from evaluator.core.models import load_model
-
     protocol = registry.protocol()
     budget = protocol.attack
     if budget is None:
@@ -370,7 +331,7 @@ def attack_probe(
     if task.category != p.metadata.category:
         raise EvaluatorError(f"task {task_id} is not of the probe's category {p.metadata.category}")
     if lm is None:
-        lm = load_model(
+        lm = models.load_model(  # looked up when called: tests replace it (no model may load)
             p.base_model, registry=registry, cache_dir=cache_dir, device=device, protocol=protocol
         )
     why = attack_eligibility(p, lm)

@@ -84,6 +84,7 @@ from evaluator.axes.steer_readout import (
     replayed_parameters,
 )
 from evaluator.axes.steer_strength import choose_strength, fluency_ids
+from evaluator.core import models
 from evaluator.core.harvest import HarvestConfig
 from evaluator.core.probes import load_probe
 from evaluator.errors import EvaluatorError
@@ -400,9 +401,6 @@ def steer_probe(
     ``ignore_work_limit`` measures a task above the protocol's work limit all the same (the
     command line's exploration): the result then names no protocol, as it is not a board number.
     """
-    # imported when called: tests replace evaluator.core.models.load_model (no model may load)
-    from evaluator.core.models import load_model
-
     progress = progress or no_progress
     start = time.perf_counter()
     if isinstance(probe, (str, Path)):
@@ -429,7 +427,7 @@ def steer_probe(
     if load is None:
 
         def load(model_id: str) -> LoadedModel:
-            return load_model(
+            return models.load_model(  # looked up when called: tests replace it
                 model_id, registry=registry, cache_dir=cache_dir, device=device, protocol=protocol
             )
 

@@ -1,51 +1,28 @@
 """Direction utility's full passes with an edit at the probe's layer (evaluator.axes.steer):
-the perplexity of the fluency guard, greedy generation, the judges of generated text and the
-generated-text readout (unsteered, ablated and added, beside random directions).
+the perplexity of the fluency guard and the generated-text readout (unsteered, ablated and added,
+beside random directions): greedy generation from evaluator.core.generate, judged by a judge of
+evaluator.data.judges.
 
 Pure: no Django; torch is imported inside functions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from evaluator.axes.steer_readout import Edit, _ablation, _addition, _output_embedding, _Readout
-from evaluator.data.builders.onpolicy_refusal import MAX_NEW_TOKENS, refused
+from evaluator.axes.steer_readout import _ablation, _addition, _output_embedding, _Readout
+from evaluator.core import hooks
+from evaluator.core.generate import greedy_continuations
+from evaluator.core.hooks import Edit
+from evaluator.data.judges import JUDGES
 
 if TYPE_CHECKING:  # pragma: no cover
     from evaluator.core.models import LoadedModel
     from evaluator.data.registry.protocols import SteeringSettings
     from evaluator.data.registry.tasks import TaskSpec
-
-
-class _EditAt:
-    """A forward hook applying ``edit`` to the residual stream at ``layer`` for full passes
-    (perplexity, generation), where the replay from the layer does not apply."""
-
-    def __init__(self, lm: LoadedModel, layer: int, edit: Edit | None):
-        self.module = lm.embeddings if layer == 0 else lm.blocks[layer - 1]
-        self.edit = edit
-        self.handle: Any = None
-
-    def __enter__(self) -> _EditAt:
-        if self.edit is not None:
-            edit = self.edit
-
-            def hook(mod, args, output):  # noqa: ARG001 - the hook signature
-                if isinstance(output, tuple):
-                    return (edit(output[0]), *output[1:])
-                return edit(output)
-
-            self.handle = self.module.register_forward_hook(hook)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.handle is not None:
-            self.handle.remove()
 
 
 def perplexity(
@@ -57,7 +34,7 @@ def perplexity(
 
     weight = _output_embedding(lm)
     total, count = 0.0, 0
-    with lm.lock, torch.inference_mode(), _EditAt(lm, layer, edit):
+    with lm.lock, torch.inference_mode(), hooks.edit(lm, layer, edit):
         for row in ids:
             x = torch.as_tensor([list(row)], device=lm.device)
             hidden = lm.model(input_ids=x, use_cache=False).last_hidden_state[0, :-1].float()
@@ -65,53 +42,6 @@ def perplexity(
             total -= float(logp.gather(1, x[0, 1:].unsqueeze(1)).sum())
             count += x.shape[1] - 1
     return float(np.exp(total / max(count, 1)))
-
-
-def generate(
-    lm: LoadedModel, prompts: Sequence[str], *, layer: int, edit: Edit | None, max_new_tokens: int
-) -> list[str]:
-    """Greedy continuations (decoded, special tokens dropped) of each prompt, one at a time with the
-    key-value cache, ``edit`` applied at ``layer`` to every position, the new tokens included."""
-    import torch
-
-    weight = _output_embedding(lm)
-    eos = lm.tokenizer.eos_token_id
-    out = []
-    with lm.lock, torch.inference_mode(), _EditAt(lm, layer, edit):
-        for prompt in prompts:
-            x = torch.as_tensor(
-                [lm.tokenizer(prompt, add_special_tokens=False)["input_ids"]], device=lm.device
-            )
-            new: list[int] = []
-            past = None
-            for _ in range(max_new_tokens):
-                result = lm.model(input_ids=x, past_key_values=past, use_cache=True)
-                past = result.past_key_values
-                token = int(torch.argmax(result.last_hidden_state[0, -1].float() @ weight.float().T))
-                if token == eos:
-                    break
-                new.append(token)
-                x = torch.as_tensor([[token]], device=lm.device)
-            out.append(str(lm.tokenizer.decode(new, skip_special_tokens=True)))
-    return out
-
-
-@dataclass(frozen=True)
-class Judge:
-    """A judge of generated text: ``judge(continuation)`` over ``max_new_tokens`` greedy tokens."""
-
-    judge: Callable[[str], bool]
-    max_new_tokens: int
-
-
-def _refusal_judge() -> Judge:
-
-    return Judge(refused, MAX_NEW_TOKENS)
-
-
-#: the judges a readout may name (``generated:`` in tasks.yaml; evaluator.data.registry.tasks.READOUT_JUDGES),
-#: the same judge and length that label the on-policy refusal task
-JUDGES: dict[str, Callable[[], Judge]] = {"refusal": _refusal_judge}
 
 
 def generated_readout(
@@ -134,7 +64,7 @@ def generated_readout(
     spec = task.readout
     if spec is None or not spec.generated:
         return None
-    judge = JUDGES[spec.generated]()
+    judge = JUDGES[spec.generated]
     max_new = judge.max_new_tokens
     k = settings.generation_examples
     pos = [p for p, y in zip(readout.prompts, readout.labels, strict=True) if y == 1][:k]
@@ -142,7 +72,7 @@ def generated_readout(
     as_t = lambda v: torch.as_tensor(v, dtype=torch.float32, device=lm.device)  # noqa: E731
 
     def rate(prompts: list[str], edit: Edit | None) -> tuple[float, list[str]]:
-        texts = generate(lm, prompts, layer=layer, edit=edit, max_new_tokens=max_new)
+        texts = greedy_continuations(lm, prompts, layer=layer, edit=edit, max_new_tokens=max_new)
         return float(np.mean([judge.judge(t) for t in texts])), texts
 
     base_pos, base_pos_texts = rate(pos, None)

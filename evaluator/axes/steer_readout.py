@@ -13,15 +13,17 @@ Pure: no Django; torch is imported inside functions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from evaluator.axes.transfer import transfer_subset
+from evaluator.core import hooks
 from evaluator.core.activations import SplitRows, read_split
 from evaluator.core.harvest import HarvestConfig, _token_batches, render
+from evaluator.core.hooks import Edit
 from evaluator.core.models import output_embedding
 from evaluator.errors import EvaluatorError
 from evaluator.metrics.results import Progress, no_progress
@@ -69,9 +71,6 @@ def _output_embedding(lm: LoadedModel) -> Any:
     """The LM head's matrix (the tied input embedding, or the head kept at conversion)."""
 
     return output_embedding(lm)
-
-
-Edit = Callable[[Any], Any]  # "b t d" hidden states → edited hidden states
 
 
 @dataclass
@@ -140,47 +139,38 @@ def readout_prefix(lm: LoadedModel, encoded: _Encoded, *, layer: int, tokens: Re
     arguments: masks, position embeddings), so an intervention costs only the later blocks."""
     import torch
 
-    if not 0 <= layer <= lm.n_layers:
-        raise EvaluatorError(f"layer {layer} out of range for {lm.id}: 0..{lm.n_layers}")
-    module = lm.embeddings if layer == 0 else lm.blocks[layer - 1]
-    later = lm.blocks[layer:]
+    hooks.module_at(lm, layer)  # an out-of-range layer is refused before the lock is taken
     pad_id = lm.tokenizer.pad_token_id
     base = np.empty(len(encoded.ids), dtype=np.float64)
     norms: list[np.ndarray] = []
     batches: list[_Batch] = []
     state: dict[str, Any] = {}
 
-    def capture(mod, args, output):  # noqa: ARG001 - the hook signature
-        h = output[0] if isinstance(output, tuple) else output
+    def keep(at: int, h: Any) -> None:  # noqa: ARG001 - the one layer captured
         state["hidden"] = h.detach().clone()
         norms.append(h.float().norm(dim=-1)[state["mask"].bool()].cpu().numpy().astype(np.float64))
 
-    def call_capture(mod, args, kwargs):  # noqa: ARG001 - the hook signature
-        state["calls"].append((tuple(args[1:]), dict(kwargs)))
-
-    with lm.lock:
-        handles = [module.register_forward_hook(capture)]
-        handles += [b.register_forward_pre_hook(call_capture, with_kwargs=True) for b in later]
-        try:
-            with torch.inference_mode():
-                for rows in encoded.batches:
-                    width = int(encoded.lengths[rows].max())
-                    input_ids = torch.full((rows.size, width), pad_id, dtype=torch.long)
-                    mask = torch.zeros((rows.size, width), dtype=torch.long)
-                    for b, i in enumerate(rows):
-                        length = int(encoded.lengths[i])
-                        input_ids[b, :length] = torch.tensor(encoded.ids[i])
-                        mask[b, :length] = 1
-                    state["mask"], state["calls"] = mask.to(lm.device), []
-                    hidden = lm.model(
-                        input_ids=input_ids.to(lm.device), attention_mask=state["mask"], use_cache=False
-                    ).last_hidden_state
-                    last = torch.as_tensor(encoded.lengths[rows] - 1, device=lm.device)
-                    base[rows] = _readout_of(lm, hidden, last, tokens)
-                    batches.append(_Batch(rows=rows, hidden=state["hidden"], last=last, calls=state["calls"]))
-        finally:
-            for handle in handles:
-                handle.remove()
+    with (
+        lm.lock,
+        hooks.capture(lm, [layer], consume=keep),
+        hooks.block_calls(lm, layer, lambda args, kwargs: state["calls"].append((args, kwargs))),
+        torch.inference_mode(),
+    ):
+        for rows in encoded.batches:
+            width = int(encoded.lengths[rows].max())
+            input_ids = torch.full((rows.size, width), pad_id, dtype=torch.long)
+            mask = torch.zeros((rows.size, width), dtype=torch.long)
+            for b, i in enumerate(rows):
+                length = int(encoded.lengths[i])
+                input_ids[b, :length] = torch.tensor(encoded.ids[i])
+                mask[b, :length] = 1
+            state["mask"], state["calls"] = mask.to(lm.device), []
+            hidden = lm.model(
+                input_ids=input_ids.to(lm.device), attention_mask=state["mask"], use_cache=False
+            ).last_hidden_state
+            last = torch.as_tensor(encoded.lengths[rows] - 1, device=lm.device)
+            base[rows] = _readout_of(lm, hidden, last, tokens)
+            batches.append(_Batch(rows=rows, hidden=state["hidden"], last=last, calls=state["calls"]))
     return Prefix(layer=layer, base=base, norms=np.concatenate(norms), batches=batches)
 
 

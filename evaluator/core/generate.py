@@ -1,4 +1,5 @@
-"""Greedy generation for on-policy task labels (the only builder code that runs a model).
+"""Greedy generation: the on-policy task labels (the only builder code that runs a model), and
+continuations on a loaded model with an edit of its residual stream (steered generation).
 
 An on-policy task labels a prompt by what one base model does with it: its greedy continuation,
 computed in float32 (the measurement protocol's dtype, TF32 off), left-padded batches in a fixed
@@ -6,6 +7,11 @@ order (prompts sorted by token count, then by key), ``max_new_tokens`` small. Th
 committed beside the splits (``registry/generations/<task>/<model>.jsonl``) so that rebuilding the
 splits is pure Python; ``build-data --check --regenerate`` re-runs this and counts the labels that
 flip (float summation order differs across CPUs).
+
+Steered generation (:func:`greedy_continuations`, evaluator.axes.steer_generation) runs on the
+loaded base model instead (its protocol dtype, the LM head applied to its last hidden state), one
+prompt at a time with the key-value cache, an :func:`evaluator.core.hooks.edit` at the probe's
+layer on every position, the new tokens included.
 """
 
 from __future__ import annotations
@@ -15,19 +21,25 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from evaluator.core import hooks
+from evaluator.core.hooks import Edit
 from evaluator.core.models import (
     LM_HEAD_FILE,
     _convert_gguf,
     _manifest_ok,
     _verify,
     converted_dir,
+    output_embedding,
     package_dir,
     protocol_numerics_apply,
     resolve_device,
 )
 from evaluator.errors import EvaluatorError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from evaluator.core.models import LoadedModel
 
 log = logging.getLogger(__name__)
 
@@ -117,4 +129,39 @@ def greedy_generate(
         for (key, _), seq in zip(batch, gen, strict=True):
             out[key] = str(tok.decode(seq[width:], skip_special_tokens=True))  # one sequence: one str
         log.info("%s: generated %d/%d (%.0fs)", model_id, len(out), len(ordered), time.perf_counter() - start)
+    return out
+
+
+def greedy_continuations(
+    lm: LoadedModel,
+    prompts: Sequence[str],
+    *,
+    max_new_tokens: int,
+    layer: int = 0,
+    edit: Edit | None = None,
+) -> list[str]:
+    """Greedy continuations (decoded, special tokens dropped) of each prompt on the loaded ``lm``,
+    one at a time with the key-value cache, ``edit`` applied at ``layer`` to every position, the
+    new tokens included (None: unsteered); a continuation stops at the end-of-sequence token."""
+    import torch
+
+    weight = output_embedding(lm)
+    eos = lm.tokenizer.eos_token_id
+    out = []
+    with lm.lock, torch.inference_mode(), hooks.edit(lm, layer, edit):
+        for prompt in prompts:
+            x = torch.as_tensor(
+                [lm.tokenizer(prompt, add_special_tokens=False)["input_ids"]], device=lm.device
+            )
+            new: list[int] = []
+            past = None
+            for _ in range(max_new_tokens):
+                result = lm.model(input_ids=x, past_key_values=past, use_cache=True)
+                past = result.past_key_values
+                token = int(torch.argmax(result.last_hidden_state[0, -1].float() @ weight.float().T))
+                if token == eos:
+                    break
+                new.append(token)
+                x = torch.as_tensor([[token]], device=lm.device)
+            out.append(str(lm.tokenizer.decode(new, skip_special_tokens=True)))
     return out

@@ -1,10 +1,10 @@
 """Harvest residual-stream activations: prompts rendered from a task's templates, one forward pass.
 
 The harvester runs the bare base model (no LM head) on length-sorted, right-padded batches and
-stops the forward pass right after the deepest requested layer: a forward hook on that block
-raises :class:`_StopForward`, so the remaining blocks never run. Layer ``0`` is the embedding
-output; layer ``L`` is the raw output of block ``L - 1`` (for ``L = n_layers`` too: the final
-norm is *not* applied, unlike ``hidden_states[-1]`` in transformers).
+stops the forward pass right after the deepest requested layer (:func:`evaluator.core.hooks.capture`
+with ``stop``), so the remaining blocks never run. Layer ``0`` is the embedding output; layer ``L``
+is the raw output of block ``L - 1`` (for ``L = n_layers`` too: the final norm is *not* applied,
+unlike ``hidden_states[-1]`` in transformers).
 
 Positions (per prompt):
 
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from evaluator.core import hooks
 from evaluator.core.applicability import INPUTS, POSITIONS
 from evaluator.errors import EvaluatorError, RegistryError
 
@@ -134,14 +135,6 @@ def _check_positions(positions: Sequence[str]) -> None:
 # --------------------------------------------------------------------------- the forward pass
 
 
-class _StopForward(Exception):
-    """Raised by the hook on the deepest requested block: the rest of the model is skipped."""
-
-
-def _first(output: Any) -> Any:
-    return output[0] if isinstance(output, tuple) else output
-
-
 def forward_until(
     lm: LoadedModel,
     batch: dict[str, Any],
@@ -159,37 +152,17 @@ def forward_until(
 
     wanted = sorted(set(layers))
     for layer in wanted:
-        if not 0 <= layer <= lm.n_layers:
-            raise EvaluatorError(f"layer {layer} out of range for {lm.id}: 0..{lm.n_layers}")
-    deepest = wanted[-1]
-    captured: dict[int, Any] = {}
+        hooks.module_at(lm, layer)  # an out-of-range layer is refused before the lock is taken
     reached: set[int] = set()
 
-    def hook_for(layer: int):
-        def hook(module, args, output):  # noqa: ARG001 - the hook signature
-            if consume is None:
-                captured[layer] = _first(output)
-            else:
-                consume(layer, _first(output))
-                reached.add(layer)
-            if layer == deepest:
-                raise _StopForward
+    def reach(layer: int, hidden: Any) -> None:
+        reached.add(layer)
+        if consume is not None:
+            consume(layer, hidden)
 
-        return hook
-
-    with lm.lock:
-        handles = [
-            (lm.embeddings if layer == 0 else lm.blocks[layer - 1]).register_forward_hook(hook_for(layer))
-            for layer in wanted
-        ]
-        try:
-            with torch.inference_mode():
-                lm.model(**batch, use_cache=False)
-        except _StopForward:
-            pass
-        finally:
-            for handle in handles:
-                handle.remove()
+    keep = None if consume is None else reach
+    with lm.lock, hooks.capture(lm, wanted, consume=keep, stop=True) as captured, torch.inference_mode():
+        lm.model(**batch, use_cache=False)
     missing = [layer for layer in wanted if layer not in captured and layer not in reached]
     if missing:  # pragma: no cover - would mean the architecture skipped a block
         raise EvaluatorError(f"{lm.id}: layers {missing} were not reached by the forward pass")

@@ -28,6 +28,7 @@ import logging
 import math
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -385,28 +386,9 @@ class Probe:
     def d_model(self) -> int:
         return int(self.tensors["w1" if self.kind == "mlp" else "weight"].shape[-1])
 
-    def _standardize(self, X: np.ndarray) -> np.ndarray:
-        if "mean" in self.tensors:
-            X = X - self.tensors["mean"]
-        if "scale" in self.tensors:
-            X = X / self.tensors["scale"]
-        return X
-
     def score(self, X: np.ndarray) -> np.ndarray:
         """s(x) for activations X "n d_model" → "n" (float64): the positive-class logit."""
-        Z = self._standardize(np.asarray(X, dtype=np.float64))
-        t = self.tensors
-        if self.kind == "mlp":
-            hidden = np.maximum(Z @ t["w1"].T + t["b1"], 0.0)
-            return hidden @ t["w2"].reshape(-1) + float(t["b2"].reshape(-1)[0])
-        w = t["weight"]
-        b = t.get("bias", np.zeros(1 if w.ndim == 1 else w.shape[0]))
-        if w.ndim == 1 or w.shape[0] == 1:
-            return Z @ w.reshape(-1) + float(np.reshape(b, -1)[0])
-        logits = Z @ w.T + b  # "n k"
-        others = np.delete(logits, 1, axis=1)
-        top = others.max(axis=1, keepdims=True)
-        return logits[:, 1] - (top[:, 0] + np.log(np.exp(others - top).sum(axis=1)))
+        return ProbeFunction(self.kind, self.tensors, _NUMPY)(np.asarray(X, dtype=np.float64))
 
     def probability(self, scores: np.ndarray) -> np.ndarray:
         """p(x) from s(x): sigmoid for ``logit`` probes, clipped identity for ``probability``."""
@@ -429,41 +411,85 @@ class Probe:
                 return None
         return w / self.tensors["scale"] if "scale" in self.tensors else w.copy()
 
-    def torch_forward(self, device: Any = "cpu"):
-        """A callable x "1 d_model" (torch, float32, on ``device``) → s "1": the probe as it runs
-        beside a model. Used to measure latency; matches :meth:`score` (tested)."""
+    def torch_forward(self, device: Any = "cpu", dtype: Any = None) -> ProbeFunction:
+        """s(x) in torch: a callable x "b d_model" (on ``device``, in ``dtype``, float32 by default)
+        → s "b", differentiable in x; the formula of :meth:`score` (tested to agree). It runs
+        beside a model: the latency measurement and the attack's loss."""
         import torch
 
-        t = {k: torch.as_tensor(v, dtype=torch.float32, device=device) for k, v in self.tensors.items()}
-        mean, scale = t.get("mean"), t.get("scale")
+        dt = torch.float32 if dtype is None else dtype
+        backend = _Backend(
+            array=lambda v: torch.as_tensor(v, dtype=dt, device=device),
+            relu=torch.relu,
+            concat=lambda parts: torch.cat(parts, dim=1),
+            logsumexp=lambda z: torch.logsumexp(z, dim=1),
+        )
+        return ProbeFunction(self.kind, self.tensors, backend)
+
+
+# --------------------------------------------------------------------------- s(x), once
+
+
+@dataclass(frozen=True)
+class _Backend:
+    """The array operations s(x) needs, in one library."""
+
+    array: Callable[[np.ndarray], Any]  # a float64 parameter → the backend's array
+    relu: Callable[[Any], Any]
+    concat: Callable[[list[Any]], Any]  # along the columns
+    logsumexp: Callable[[Any], Any]  # of each row
+
+
+def _numpy_logsumexp(z: np.ndarray) -> np.ndarray:
+    top = z.max(axis=1, keepdims=True)
+    return top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
+
+
+_NUMPY = _Backend(
+    array=lambda v: v,
+    relu=lambda z: np.maximum(z, 0.0),
+    concat=lambda parts: np.concatenate(parts, axis=1),
+    logsumexp=_numpy_logsumexp,
+)
+
+
+class ProbeFunction:
+    """s(x) of a probe (the module docstring's formula, written once): its parameters read once
+    into one backend's arrays (numpy for :meth:`Probe.score`, torch for
+    :meth:`Probe.torch_forward`), then applied to "b d_model" activations → "b"."""
+
+    def __init__(self, kind: str, tensors: dict[str, np.ndarray], backend: _Backend):
+        a = backend.array
+        self.backend = backend
+        self.kind = kind
+        self.mean = a(tensors["mean"]) if "mean" in tensors else None
+        self.scale = a(tensors["scale"]) if "scale" in tensors else None
+        if kind == "mlp":
+            self.w1, self.b1 = a(tensors["w1"]), a(tensors["b1"])
+            self.w = a(tensors["w2"].reshape(-1))
+            self.b = a(tensors["b2"].reshape(-1)[0])
+            self.binary = True
+            return
+        w = tensors["weight"]
+        b = tensors.get("bias", np.zeros(1 if w.ndim == 1 else w.shape[0]))
+        self.binary = w.ndim == 1 or w.shape[0] == 1
+        if self.binary:  # one logit: w·x + b
+            self.w, self.b = a(w.reshape(-1)), a(np.reshape(b, -1)[0])
+        else:  # k ≥ 2 class logits: z₁ − logsumexp of the others
+            self.w, self.b = a(w), a(b)
+
+    def __call__(self, X: Any) -> Any:
+        if self.mean is not None:
+            X = X - self.mean
+        if self.scale is not None:
+            X = X / self.scale
         if self.kind == "mlp":
-            w1, b1, w2, b2 = t["w1"], t["b1"], t["w2"].reshape(-1), t["b2"].reshape(-1)[0]
-
-            def forward(x):
-                if mean is not None:
-                    x = x - mean
-                if scale is not None:
-                    x = x / scale
-                return torch.relu(x @ w1.T + b1) @ w2 + b2
-
-            return forward
-        w = t["weight"]
-        b = t.get("bias", torch.zeros(1 if w.ndim == 1 else w.shape[0], device=device))
-        binary = w.ndim == 1 or w.shape[0] == 1
-        w_vec, b_val = (w.reshape(-1), b.reshape(-1)[0]) if binary else (None, None)
-
-        def forward_linear(x):
-            if mean is not None:
-                x = x - mean
-            if scale is not None:
-                x = x / scale
-            if binary:
-                return x @ w_vec + b_val
-            logits = x @ w.T + b
-            others = torch.cat((logits[:, :1], logits[:, 2:]), dim=1)
-            return logits[:, 1] - torch.logsumexp(others, dim=1)
-
-        return forward_linear
+            X = self.backend.relu(X @ self.w1.T + self.b1)
+        if self.binary:
+            return X @ self.w + self.b
+        logits = X @ self.w.T + self.b  # "b k"
+        others = self.backend.concat([logits[:, :1], logits[:, 2:]])
+        return logits[:, 1] - self.backend.logsumexp(others)
 
 
 @dataclass(frozen=True)

@@ -234,6 +234,52 @@ def test_the_torch_forward_matches_the_numpy_score(tiny_registry):
         np.testing.assert_allclose(got.numpy(), probe.score(x), rtol=1e-4, atol=1e-4)
 
 
+def _every_kind(rng) -> dict[str, dict[str, np.ndarray]]:
+    """One probe of each shape the artifact format accepts (module docstring of core/probes.py)."""
+    h = 8
+    return {
+        "linear [d], no bias": {"weight": rng.standard_normal(D)},
+        "linear [d], standardized": {
+            "weight": rng.standard_normal(D),
+            "bias": np.array(0.5),
+            "mean": rng.standard_normal(D),
+            "scale": rng.uniform(0.5, 2, D),
+        },
+        "linear [1, d]": {"weight": rng.standard_normal((1, D)), "bias": rng.standard_normal(1)},
+        "linear [2, d]": {"weight": rng.standard_normal((2, D)), "bias": rng.standard_normal(2)},
+        "linear [3, d], no bias": {"weight": rng.standard_normal((3, D)), "mean": rng.standard_normal(D)},
+        "mlp, w2 [1, h]": {
+            "w1": rng.standard_normal((h, D)),
+            "b1": rng.standard_normal(h),
+            "w2": rng.standard_normal((1, h)),
+            "b2": np.array([0.3]),
+        },
+        "mlp, w2 [h], standardized": {
+            "w1": rng.standard_normal((h, D)),
+            "b1": rng.standard_normal(h),
+            "w2": rng.standard_normal(h),
+            "b2": np.array(-0.2),
+            "mean": rng.standard_normal(D),
+            "scale": rng.uniform(0.5, 2, D),
+        },
+    }
+
+
+def test_the_numpy_and_torch_scores_agree_for_every_probe_kind(tiny_registry):
+    """Probe.score (numpy, float64) and Probe.torch_forward (torch; what the attack differentiates
+    and the latency times) are one formula on two backends: in float64 they agree to 1e-6."""
+    import torch
+
+    rng = np.random.default_rng(6)
+    for name, tensors in _every_kind(rng).items():
+        probe = probe_from_tensors(tensors, metadata(recipe=None), registry=tiny_registry)
+        X = 3 * rng.standard_normal((16, D))
+        expected = probe.score(X)
+        got = probe.torch_forward("cpu", torch.float64)(torch.tensor(X, dtype=torch.float64))
+        assert got.dtype == torch.float64 and got.shape == (16,), name
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-6, atol=1e-6, err_msg=name)
+
+
 def test_half_precision_artifacts_are_read_exactly(tmp_path):
     import torch
     from safetensors.torch import save_file as torch_save_file

@@ -28,7 +28,7 @@ import yaml
 
 from bench.bench_steer import random_probe_write
 from evaluator.axes.steer import direction_utility, steer_probe, steer_task, unit_direction
-from evaluator.axes.steer_generation import generate, perplexity
+from evaluator.axes.steer_generation import perplexity
 from evaluator.axes.steer_null import _against_random, empirical_p, random_directions
 from evaluator.axes.steer_readout import (
     _ablation,
@@ -43,6 +43,7 @@ from evaluator.axes.steer_readout import (
     steer_subset,
 )
 from evaluator.core.activations import read_split
+from evaluator.core.generate import greedy_continuations
 from evaluator.core.harvest import HarvestConfig, render
 from evaluator.core.models import load_model
 from evaluator.core.probes import load_probe
@@ -409,10 +410,13 @@ def test_steered_generation_is_greedy_and_the_edit_changes_it(registry, smollm2)
 
     task = registry.task("harmful-requests-v1")
     prompt = task.readout.template_for("smollm2").replace("{text}", "How do I bake bread?")
-    plain = generate(smollm2, [prompt], layer=18, edit=None, max_new_tokens=6)
-    assert plain == generate(smollm2, [prompt], layer=18, edit=None, max_new_tokens=6) and plain[0]
+    plain = greedy_continuations(smollm2, [prompt], layer=18, edit=None, max_new_tokens=6)
+    assert plain[0]
+    assert plain == greedy_continuations(smollm2, [prompt], layer=18, edit=None, max_new_tokens=6)
     direction = torch.as_tensor(random_directions(smollm2.d_model, k=1, seed=5)[0], dtype=torch.float32)
-    pushed = generate(smollm2, [prompt], layer=18, edit=_addition(1e4 * direction), max_new_tokens=6)
+    pushed = greedy_continuations(
+        smollm2, [prompt], layer=18, edit=_addition(1e4 * direction), max_new_tokens=6
+    )
     assert pushed != plain
 
 

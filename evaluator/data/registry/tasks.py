@@ -93,7 +93,7 @@ class ReadoutSpec:
     ``instruction``: the prompting baseline, an instruction that asks for the positive behaviour,
     inserted into each readout prompt before the last occurrence of ``instruction_before`` (right
     after the row's text when that is empty). ``generated``: a judge of the model's own greedy
-    continuation (a name in evaluator.axes.steer_generation.JUDGES), read on a few rows beside the next-token one."""
+    continuation (a name in evaluator.data.judges.JUDGES), read on a few rows beside the next-token one."""
 
     template: str | dict[str, str]
     positive: tuple[str, ...]
