@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from evaluator.data.registry.load import load_registry
     from leaderboard.models import EvaluationRun, Score
-    from leaderboard.selectors.board import weights_spec_list
+    from leaderboard.selectors.board.query import weights_spec_list
 
     spec = weights_spec_list()[-1].version  # the board's default: the newest spec
     tolerance = load_registry(ROOT).protocol().tolerances.auroc

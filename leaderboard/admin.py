@@ -6,6 +6,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 
 from leaderboard import models as m
+from leaderboard.axes import AXES
 from leaderboard.errors import ServiceError, ValidationFailed
 from leaderboard.validation import probe_name_clean
 
@@ -170,6 +171,19 @@ class SubmissionAdmin(admin.ModelAdmin):
                 self.message_user(request, f"submission {sub.pk}: {exc.message}", level="error")
 
 
+class RunKindFilter(admin.SimpleListFilter):
+    """The run kinds by axis, in the order of leaderboard.axes.AXES (the field has no choices)."""
+
+    title = "kind"
+    parameter_name = "kind"
+
+    def lookups(self, request, model_admin):
+        return [(a.name, a.label) for a in AXES]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(kind=self.value()) if self.value() else queryset
+
+
 @admin.register(m.EvaluationRun)
 class EvaluationRunAdmin(ReadOnlyAdmin):
     list_display = (
@@ -184,7 +198,7 @@ class EvaluationRunAdmin(ReadOnlyAdmin):
         "attempts",
         "worker_host",
     )
-    list_filter = ("status", "kind", "base_model")
+    list_filter = ("status", RunKindFilter, "base_model")
     exclude = ("example_scores",)
 
 

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from rest_framework import serializers
 
 from leaderboard.errors import QueryError
-from leaderboard.selectors.board import BOARD_STATUSES, SORT_KEYS, BoardQuery
+from leaderboard.selectors.board.query import BOARD_STATUSES, BoardQuery
+from leaderboard.selectors.board.sorting import sort_keys
 from leaderboard.selectors.reliability import flagged_sort
 
 
@@ -54,11 +55,12 @@ class BoardQueryInput(serializers.Serializer):
 
     def validate_sort(self, value: str) -> str:
         sort = (value or "score").strip()
-        if sort not in SORT_KEYS:
-            raise serializers.ValidationError(f"unknown sort key {sort!r}; accepted: {', '.join(SORT_KEYS)}")
+        keys = sort_keys()
+        if sort not in keys:
+            raise serializers.ValidationError(f"unknown sort key {sort!r}; accepted: {', '.join(keys)}")
         metric = flagged_sort(sort)
         if metric is not None:
-            accepted = ", ".join(k for k in SORT_KEYS if flagged_sort(k) is None)
+            accepted = ", ".join(k for k in keys if flagged_sort(k) is None)
             raise serializers.ValidationError(
                 f"sort key {sort!r} is off: the reliability diagnostics flag {metric} (see the methodology"
                 f" page); accepted: {accepted}"

@@ -16,21 +16,16 @@ MAX_ATTEMPTS = 3
 SCORE_SPLITS = ("test", "train", "distshift")
 # Run priorities. The runs the board ranks on (a probe's scores on its tasks, the eval-awareness
 # reference's on the same items, the quarterly holdouts) go to the primary queue; the secondary axes
-# (transfer, reproduction, steering, and any later kind) to the secondary queue. A worker consumes
-# the queues in the order of WORKER_QUEUES and takes the next message from the first non-empty one
-# (bookkeeping first: seconds each, and it publishes the scores), so a queued score run starts
-# before any queued secondary run. A submission is scored (and on the board) once its primary runs
-# have finished; each secondary run that finishes after rescores it.
-PRIMARY_RUN_KINDS = ("score", "reference", "holdout")
+# (transfer, reproduction, steering, stress, robustness) to the secondary queue: each axis declares
+# its queue (leaderboard.axes, ``run_queue``). A worker consumes the queues in the order of
+# WORKER_QUEUES and takes the next message from the first non-empty one (bookkeeping first: seconds
+# each, and it publishes the scores), so a queued score run starts before any queued secondary run.
+# A submission is scored (and on the board) once its primary runs have finished; each secondary run
+# that finishes after rescores it.
 PRIMARY_QUEUE = "primary"
 SECONDARY_QUEUE = "secondary"
 DEFAULT_QUEUE = "default"  # bookkeeping: reference updates, rank intervals, the reconciler
 WORKER_QUEUES = f"{DEFAULT_QUEUE},{PRIMARY_QUEUE},{SECONDARY_QUEUE}"
-
-
-def run_queue(kind: str) -> str:
-    """The Celery queue of an evaluation run of ``kind``."""
-    return PRIMARY_QUEUE if kind in PRIMARY_RUN_KINDS else SECONDARY_QUEUE
 
 
 # Fair shares. Within a queue, the next run is the oldest run of the maintainers' own work (the

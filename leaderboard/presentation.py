@@ -13,7 +13,8 @@ from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
 from evaluator.data.registry.weights import MAX_COMPONENT_WEIGHT
-from evaluator.metrics.metric_table import DECLARED_GAP, metric
+from evaluator.metrics import metric_table
+from evaluator.metrics.metric_table import DECLARED_GAP, Metric
 from evaluator.metrics.metrics import ECE_BINS
 from evaluator.metrics.scoring import ECE_RANGE, LATENCY_RANGE_MS, RHO_RANGE
 from leaderboard.policy import (
@@ -77,12 +78,14 @@ COMPONENT_FORMULAS = {
 }
 
 
-#: The board's columns explained, in one place: the board's header tooltips and the methodology
-#: page's column table both read this (a test checks that every column the board shows is here and
-#: on the methodology page). Keys are the board's column keys (``rank``, ``score``, ``measured``,
-#: the COMPONENTS, ``recall``, ``lift``, ``utility``). Each entry says what the number is, its
-#: unit, its range, the uncertainty interval shown with it (or none), what 0 and the top of the
-#: range mean, and whether (and how) it counts in the ProbeScore.
+#: The board's columns that are not a metric's own explained, in one place: the board's header
+#: tooltips and the methodology page's column table both read this (through :func:`column_help`;
+#: a test checks that every column the board shows is explained there). Keys are the board's
+#: column keys (``rank``, ``score``, ``measured``, the COMPONENTS, ``borda``, ``delta``); a metric's
+#: own column (``recall``, ``lift``, …) is explained by its row of the metric table. Each entry says
+#: what the number is, its unit, its range, the uncertainty interval shown with it (or none), what
+#: 0 and the top of the range mean, and whether (and how) it counts in the ProbeScore; ``short``
+#: is the header's text of a column that is not a component.
 _LAT_LO, _LAT_HI = LATENCY_RANGE_MS
 COLUMN_HELP: dict[str, dict[str, str]] = {
     "rank": {
@@ -99,6 +102,7 @@ COLUMN_HELP: dict[str, dict[str, str]] = {
     },
     "score": {
         "label": "ProbeScore",
+        "short": "ProbeScore",
         "what": "the weighted sum of the seven components under the chosen weights spec (weights in each "
         "column header)",
         "unit": "none (a weighted mean of values in [0, 1])",
@@ -110,6 +114,7 @@ COLUMN_HELP: dict[str, dict[str, str]] = {
     },
     "measured": {
         "label": "Measured-only score",
+        "short": "Measured",
         "what": "the ProbeScore over the measured components only (imputed ones left out, the weights "
         "renormalised over what is left); the full ProbeScore is shown below it",
         "unit": "none",
@@ -223,51 +228,9 @@ COLUMN_HELP: dict[str, dict[str, str]] = {
         "applies: a contrast-pair probe, an encoder base model, or a run still pending",
         "score": "counts from weights spec v0.0.2 with the weight in its header (weight 0 under v0.0.1)",
     },
-    "recall": {
-        "label": "Recall@1%FPR",
-        "what": "the threshold is fixed on the train split's negatives (at most 1% of them above it) and "
-        "applied to the test split: the share of test positives above it, mean over tasks",
-        "unit": "none (a fraction of the test positives)",
-        "range": "[0, 1]",
-        "interval": "none",
-        "zero": "0: no test positive clears a threshold strict enough for a 1% false-positive rate",
-        "top": "1: every test positive clears it",
-        "score": "not part of the ProbeScore (shown beside it)",
-    },
-    "lift": {
-        "label": "Lift over text",
-        "what": "the probe's test AUROC minus the AUROC of the task's strongest text-only baseline on the same "
-        "test rows (the best of a panel of text models, each fit on the task's train rows with its "
-        "hyperparameters chosen by cross-validation on train; the task page lists them), mean over "
-        "tasks: what the probe finds beyond the words themselves",
-        "unit": "AUROC difference",
-        "range": "[−1, 1]",
-        "interval": "95%: DeLong's paired interval per task; the mean's adds the tasks' variances (in the "
-        "cell's tooltip). ≈0 marks an interval that includes 0",
-        "zero": "0: no better than the text alone. On a task where the text alone reaches AUROC 1.000 no probe "
-        "can show any lift (the eval-awareness tasks' test rows are separable from their words), which "
-        "says that about the task, not about the probes",
-        "top": "positive: the probe separates the classes better than any text model of the panel; "
-        "negative: worse",
-        "score": "not part of the ProbeScore (shown beside it)",
-    },
-    "controlled": {
-        "label": "Controlled AUROC",
-        "what": "how much AUROC the probe adds to the text controls: a logistic regression of the label on the "
-        "strongest text baseline's score and the length model's score, with and without the probe's score, "
-        "each cross-fitted on the task's test rows (every row predicted by a fit on the other folds); the "
-        "difference of the two AUROCs, mean over tasks. Unlike the lift it credits a probe for signal the "
-        "text lacks even when the text alone scores higher",
-        "unit": "AUROC difference",
-        "range": "[−1, 1]",
-        "interval": "95%: DeLong's paired interval per task; the mean's adds the tasks' variances. ≈0 marks an "
-        "interval that includes 0",
-        "zero": "0: the probe adds nothing the text controls do not already carry",
-        "top": "positive: the probe carries signal beyond the text",
-        "score": "not part of the ProbeScore (shown beside it)",
-    },
     "borda": {
         "label": "Borda rank",
+        "short": "Borda",
         "what": "on each of the category's tasks, the share of the other entries this one beats on test "
         "AUROC (ties count ½); the mean of those shares over its tasks ranks the entries. One task where "
         "an entry is far ahead cannot carry it, and a task where every entry is at 0.99 separates nobody",
@@ -281,6 +244,7 @@ COLUMN_HELP: dict[str, dict[str, str]] = {
     },
     "delta": {
         "label": "Rank delta (holdout − test)",
+        "short": "Δrank",
         "what": "in the latest completed quarterly re-evaluation, the entry's rank by holdout AUROC minus "
         "its rank by test AUROC, among the entries that cycle measured",
         "unit": "ranks",
@@ -291,65 +255,72 @@ COLUMN_HELP: dict[str, dict[str, str]] = {
         "test than it is); — : not measured in that cycle",
         "score": "not part of the ProbeScore (shown beside it)",
     },
-    "utility": {
-        "label": "Direction utility",
-        "what": "does the probe's direction steer the model? Where a task's behavioural readout tracks its "
-        "labels (AUROC at least the protocol's threshold), the probe's direction is added at its layer, at a "
-        "strength chosen on train that keeps the model fluent, and the readout's change is compared with the "
-        "same push along random directions: z = (effect − mean of the random effects) / their standard "
-        "deviation, mean over the judged tasks (the probe page shows each task's p-value, the ablation, the "
-        "prompting baseline and the reasons a task is not judged)",
-        "unit": "a z-score (standard deviations of the random directions' effects)",
-        "range": "unbounded; positive: steers more than a random direction",
-        "interval": "none: no interval is stored for it",
-        "zero": "0: the probe's direction steers no more than a random one",
-        "top": "no ceiling; n/a: not measured (no readout task, not a linear probe, not a decoder model, or no"
-        " readout that tracks its labels)",
-        "score": "not part of the ProbeScore (shown beside it)",
-    },
-    "stress": {
-        "label": "Stress AUROC (worst transform)",
-        "what": "the probe on its tasks' stress splits: each test row rewritten in form with its label kept "
-        "(chat markup, JSON, code comment, capitals, typos, a casual or formal frame, dilution in filler), "
-        "and hard negatives: negative rows with a keyword line naming the task's own words for its concept, "
-        "read against the clean positives; the AUROC under the transform that hurts it most, mean over the tasks that have a stress split "
-        "(the probe page shows every transform, with the recall at the clean 1%-FPR threshold)",
-        "unit": "AUROC",
-        "range": "0–1",
-        "interval": "none",
-        "zero": "0.5: some rewrite of form leaves it at chance",
-        "top": "1: every rewrite keeps its ranking; n/a: not measured (no task of its with a stress split, "
-        "e.g. on-policy tasks only)",
-        "score": "not part of the ProbeScore (shown beside it)",
-    },
 }
 
 
-#: the board column → the metric table row it shows (for the definition version in its title)
-COLUMN_METRIC = {
-    "auroc": "auroc",
-    "auroc_ea": "auroc_ea",
-    "auroc_ds": "auroc_ds",
-    "calibration": "ece",
-    "rho_ce": "rho_ce",
-    "latency": "latency_ms",
-    "recall": "recall_at_1pct_fpr",
-    "lift": "lift_over_text",
-    "controlled": "controlled_auroc",
-    "utility": "direction_utility",
-    "stress": "stress_auroc",
-}
+#: What every metric's own column says about the ProbeScore: it is shown beside it, never in it.
+BESIDE_THE_SCORE = "not part of the ProbeScore (shown beside it)"
+
+#: The fields of a column's explanation, in the order the tooltip and the methodology page give them.
+HELP_FIELDS = ("label", "what", "unit", "range", "interval", "zero", "top", "score")
+
+
+def metric_column_help(m: Metric) -> dict[str, str]:
+    """A metric's own board column explained from its row of the metric table: its label and
+    definition (the board shows the mean over tasks of a per-task metric), its range, and its
+    column's unit, interval and ends."""
+    column = m.column
+    assert column is not None, m.name
+    return {
+        "label": m.label,
+        "what": f"{m.definition}; on the board, the mean over tasks" if m.per_task else m.definition,
+        "unit": column.unit,
+        "range": m.range_text,
+        "interval": column.interval,
+        "zero": column.zero,
+        "top": column.top,
+        "score": BESIDE_THE_SCORE,
+    }
+
+
+def column_help(key: str) -> dict[str, str]:
+    """Board column ``key`` explained: a metric's own column from the metric table, any other
+    from :data:`COLUMN_HELP`."""
+    found = metric_table.board_column(key)
+    return metric_column_help(found) if found is not None else COLUMN_HELP[key]
+
+
+def column_help_list() -> list[dict[str, str]]:
+    """Every board column explained, in the board's order (the methodology page's column table):
+    the rank and the scores, the components, the metrics' own columns, the other orders."""
+    own = [m.column.key for m in metric_table.board_columns() if m.column]
+    keys = [k for k in COLUMN_HELP if k not in ("borda", "delta")] + own + ["borda", "delta"]
+    return [{"key": key, **column_help(key)} for key in keys]
 
 
 def column_tooltip(key: str) -> str:
     """A board header's ``title``: what the column is, its unit, range, interval, what its ends
-    mean, whether it counts in the ProbeScore and, for a metric, its definition version."""
-    h = COLUMN_HELP[key]
-    version = f" Definition version {metric(COLUMN_METRIC[key]).version}." if key in COLUMN_METRIC else ""
+    mean, whether it counts in the ProbeScore and, for a metric (or a component computed from
+    one), its definition version."""
+    h = column_help(key)
+    shown = metric_table.column_metric(key)
+    version = f" Definition version {shown.version}." if shown is not None else ""
     return (
         f"{h['label']}: {h['what']}. Unit: {h['unit']}. Range: {h['range']}. Interval: {h['interval']}. "
         f"Bottom: {h['zero']}. Top: {h['top']}. In the ProbeScore: {h['score']}.{version}"
     )
+
+
+def metric_help(m: Metric, *, task: bool = False) -> str:
+    """A metric's help text in the read API: its label and definition, from the metric table (a
+    board row holds the mean over tasks of a per-task metric; ``task``: one task's value)."""
+    mean = "; mean over tasks" if m.per_task and not task else ""
+    return f"{m.label}: {m.definition}{mean}; null where not measured (definition version {m.version})"
+
+
+def metric_interval_help(m: Metric) -> str:
+    """The read API's help text of the 95% interval stored beside a metric (``<name>_ci``)."""
+    return f"the 95% interval [lo, hi] of {m.name}; null where none is stored"
 
 
 #: Two values closer than this read the same on the board (it shows three decimals).

@@ -1,6 +1,6 @@
 """The Celery app. Evaluation runs go to the ``primary`` queue (the runs the board ranks on:
-score, reference, holdout) or the ``secondary`` queue (transfer, reproduce, steer), by run kind
-(``leaderboard.policy.run_queue``, applied where ``services.runs`` publishes a run); bookkeeping
+score, reference, holdout) or the ``secondary`` queue (the other axes), as the run's axis declares
+(``leaderboard.axes.run_queue``, applied where ``services.runs`` publishes a run); bookkeeping
 (scoring, reconciling, cycles) to ``default``.
 
 A worker consumes its queues in the order given (``-Q default,primary,secondary``,

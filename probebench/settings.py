@@ -284,22 +284,24 @@ ENABLED_MODELS = envlist("PROBEBENCH_MODELS", "")
 #: The device the workers evaluate on: cpu or cuda (empty: CUDA when available). Either way the
 #: numerics are the measurement protocol's (registry/protocols/: float32, TF32 off).
 EVALUATION_DEVICE = env("PROBEBENCH_DEVICE", "") or None
-#: Recipe runs: for a probe with a recipe, plan its reproduction (the recipe re-run on its own model)
-#: and its transfer re-fits on every other enabled base model (ρ_CE). False leaves ρ_CE imputed and
-#: flagged: for a deployment that runs one model, or a fill that measures other axes.
+#: The measurement axes runs are planned for (comma-separated run kinds of leaderboard.axes.AXES;
+#: empty = every declared axis). score, reference and holdout are always on (the board ranks on
+#: them); a name no axis declares fails at start-up (leaderboard.apps). The axes' scores are read
+#: from whatever runs are stored either way.
+ENABLED_AXES = envlist("PROBEBENCH_AXES", "")
+# Deprecated aliases of PROBEBENCH_AXES, kept working: each False takes its axes out of the ones
+# enabled (leaderboard.axes.axes_enabled reads them at each plan).
+#: reproduce and transfer (a probe's recipe re-run on its own model, re-fit on the others): False
+#: leaves ρ_CE imputed and flagged (a deployment that runs one model, a fill that measures other axes).
 RECIPE_RUNS = envbool("PROBEBENCH_RECIPE_RUNS", "True")
-#: Direction utility (evaluator.axes.steer): plan a steer run per readout task for every eligible
-#: submission (a linear probe on a decoder model). The test suite turns it off (tests/env_defaults.py)
-#: except where a test measures it: each run replays the model 2K+2 times on a subset of rows.
+#: steer (direction utility). The test suite turns it off (tests/env_defaults.py) except where a
+#: test measures it: each run replays the model 2K+2 times on a subset of rows.
 STEER_RUNS = envbool("PROBEBENCH_STEER_RUNS", "True")
-#: Stress (evaluator.axes.stress): plan a stress run per task with a stress split for every submission
-#: (the probe on the task's test rows rewritten in form). The test suite turns it off
-#: (tests/env_defaults.py) except where a test measures it: a stress split is 8× the test rows.
+#: stress. The test suite turns it off (tests/env_defaults.py) except where a test measures it: a
+#: stress split is 8× the test rows.
 STRESS_RUNS = envbool("PROBEBENCH_STRESS_RUNS", "True")
-#: Robustness (evaluator.axes.attack): plan a robustness run per task for every eligible submission (a
-#: single-prompt probe on a decoder model): the protocol's soft-suffix attack against the frozen
-#: probe, minutes per task on 2 CPU cores. The test suite turns it off (tests/env_defaults.py)
-#: except where a test measures it.
+#: robustness (the protocol's soft-suffix attack, minutes per task on 2 CPU cores). The test suite
+#: turns it off (tests/env_defaults.py) except where a test measures it.
 ROBUSTNESS_RUNS = envbool("PROBEBENCH_ROBUSTNESS_RUNS", "True")
 #: Metric reliability (evaluator.commands.reliability): measure the table again when a quarterly cycle
 #: completes (one reference probe refit and scored on a base model). The test suite turns it off

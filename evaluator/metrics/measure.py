@@ -14,9 +14,9 @@ model running lives in :mod:`evaluator.axes.evaluate`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -26,6 +26,32 @@ from evaluator.metrics import metrics as m
 from evaluator.metrics.metric_table import DECLARED_GAP, OPERATING_FPR
 from evaluator.metrics.results import fields_dict
 from evaluator.metrics.scoring import Measurements
+
+
+class ExampleRecord(NamedTuple):
+    """One stored per-example result, an item of a run's ``example_scores``:
+    ``{"id", "label", "score", "prob"}`` (``prob`` may be missing from a stored row: None). The one
+    place a stored row is decoded; :meth:`ScoredExamples.from_records` reads a run's rows through it."""
+
+    id: str
+    label: int  # 0/1
+    score: float  # s(x)
+    prob: float | None  # p(x)
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, Any]) -> ExampleRecord:
+        prob = row.get("prob")
+        return cls(
+            str(row["id"]), int(row["label"]), float(row["score"]), None if prob is None else float(prob)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "label": self.label, "score": self.score, "prob": self.prob}
+
+
+def example_records(rows: Iterable[Mapping[str, Any]]) -> list[ExampleRecord]:
+    """A run's stored ``example_scores``, decoded."""
+    return [ExampleRecord.from_dict(row) for row in rows]
 
 
 @dataclass
@@ -38,19 +64,23 @@ class ScoredExamples:
     probs: np.ndarray  # "n" p(x)
 
     def to_records(self) -> list[dict[str, Any]]:
-        """``[{"id", "label", "score", "prob"}]`` (docs/ARCHITECTURE.md)."""
+        """``[{"id", "label", "score", "prob"}]`` (docs/ARCHITECTURE.md, :class:`ExampleRecord`)."""
         return [
-            {"id": i, "label": int(y), "score": float(s), "prob": float(p)}
+            ExampleRecord(i, int(y), float(s), float(p)).to_dict()
             for i, y, s, p in zip(self.ids, self.labels, self.scores, self.probs, strict=True)
         ]
 
     @classmethod
     def from_records(cls, records: Sequence[Mapping[str, Any]]) -> ScoredExamples:
+        """A run's stored ``example_scores`` (every row with its ``prob``)."""
+        rows = example_records(records)
+        if any(r.prob is None for r in rows):
+            raise MetricInputError("a stored per-example row has no prob")
         return cls(
-            ids=[str(r["id"]) for r in records],
-            labels=np.array([int(r["label"]) for r in records], dtype=np.int64),
-            scores=np.array([float(r["score"]) for r in records]),
-            probs=np.array([float(r["prob"]) for r in records]),
+            ids=[r.id for r in rows],
+            labels=np.array([r.label for r in rows], dtype=np.int64),
+            scores=np.array([r.score for r in rows]),
+            probs=np.array([r.prob for r in rows]),
         )
 
     def scores_by_id(self) -> dict[str, float]:

@@ -13,10 +13,21 @@ with it:
   ``tolerances``) by which ``python -m evaluator reproduce`` judges a local number against the
   board's (None: shown, never judged, e.g. latency, which depends on the machine);
 - ``per_task``: stored per task as well as averaged over tasks;
-- ``exported``: a board column of its own beside the ProbeScore components (the CSV export).
+- ``exported``: a field of every board row of the read API and a column of the board's CSV export
+  (with ``<name>_ci`` / ``<name>_ci_lo``, ``<name>_ci_hi`` where it has an ``interval``);
+- ``column``: a column of its own on the board beside the ProbeScore components (:class:`Column`:
+  its key, header, explanation, and whether the board sorts by it);
+- ``component``: the ProbeScore component computed from it (its board column shows the component);
+- ``compare``: a row of the compare page (per task too where it is ``per_task``);
+- ``fmt``: how a value is written (:data:`FORMATS`).
+
+The name is the key everywhere: in ``declared_metrics``, ``Score.measurements`` and
+``Score.per_task[task]``, the API's field and the CSV's column.
 
 Readers: the submission check, the declared-vs-measured comparison, the reproduce client, the
-board export's columns and the methodology page. A new metric is one row here.
+board (columns, headers and tooltips, sort keys in SQL and in Python, cells), the read API's board
+fields and their help text, the CSV export's columns, the compare page and API, and the
+methodology page. A new metric is one row here.
 
 Rule kept by a test (``tests/evaluator/test_metric_table.py``): a declarable metric in [0, 1] is
 compared, and a compared one is declarable; the declarable metrics that are not compared say why
@@ -38,6 +49,31 @@ DECLARED_GAP = 0.05
 OPERATING_FPR = 0.01
 
 
+#: How a metric's value is written: three decimals, a percentage with one decimal, or milliseconds
+#: with four significant digits (latencies span 0.01 ms to seconds).
+FORMATS = ("digits", "percent", "ms")
+
+
+@dataclass(frozen=True)
+class Column:
+    """A metric's column of its own on the board, beside the ProbeScore components.
+
+    ``key`` is the header's ``data-col`` and the board's ``?sort=`` value; ``short`` the header's
+    text. The column's explanation (the header's tooltip and the methodology page's column table)
+    is the metric's label and definition, its range, and these: the unit in words, the interval
+    shown with it, what its bottom and its top mean. ``na``: the cell's note where the metric was
+    not measured (empty: an em dash)."""
+
+    key: str
+    short: str
+    unit: str
+    interval: str
+    zero: str
+    top: str
+    na: str = ""
+    sortable: bool = True
+
+
 @dataclass(frozen=True)
 class Metric:
     name: str  # the key in declared_metrics, Score.measurements and Score.per_task[task]
@@ -55,6 +91,16 @@ class Metric:
     not_compared: str = ""  # why a declarable metric is not compared
     version: int = 1  # bumped when the definition changes what the number means
     interval: bool = False  # a 95% interval is stored beside it, as ``<name>_ci`` ([lo, hi])
+    column: Column | None = None  # a board column of its own (exported too)
+    component: str = ""  # the ProbeScore component computed from it
+    compare: bool = False  # a row of the compare page
+    fmt: str = "digits"  # one of FORMATS
+
+    def __post_init__(self) -> None:
+        if self.fmt not in FORMATS:
+            raise ValueError(f"metric {self.name}: fmt {self.fmt!r} is not one of {', '.join(FORMATS)}")
+        if self.column is not None and not self.exported:
+            raise ValueError(f"metric {self.name}: a board column is exported too (exported=True)")
 
     @property
     def direction(self) -> str:
@@ -62,8 +108,13 @@ class Metric:
 
     @property
     def range_text(self) -> str:
-        hi = "∞" if math.isinf(self.hi) else f"{self.hi:g}"
-        return f"[{self.lo:g}, {hi}]"
+        """``[lo, hi]`` as the pages write numbers: a typographic minus, ∞ for an open end."""
+
+        def end(x: float) -> str:
+            text = "∞" if math.isinf(x) else f"{abs(x):g}"
+            return f"−{text}" if x < 0 else text
+
+        return f"[{end(self.lo)}, {end(self.hi)}]"
 
     @property
     def stored(self) -> str:
@@ -84,6 +135,8 @@ METRICS: tuple[Metric, ...] = (
         declarable=True,
         compared=True,
         tolerance="auroc",
+        component="auroc",
+        compare=True,
     ),
     Metric(
         "auroc_ea",
@@ -95,6 +148,8 @@ METRICS: tuple[Metric, ...] = (
         declarable=True,
         compared=True,
         tolerance="auroc",
+        component="auroc_ea",
+        compare=True,
     ),
     Metric(
         "auroc_ds",
@@ -106,6 +161,8 @@ METRICS: tuple[Metric, ...] = (
         declarable=True,
         compared=True,
         tolerance="auroc",
+        component="auroc_ds",
+        compare=True,
     ),
     Metric(
         "ece",
@@ -117,6 +174,8 @@ METRICS: tuple[Metric, ...] = (
         declarable=True,
         compared=True,
         tolerance="ece",
+        component="calibration",
+        compare=True,
     ),
     Metric(
         "brier",
@@ -128,11 +187,13 @@ METRICS: tuple[Metric, ...] = (
         declarable=True,
         compared=True,
         tolerance="ece",
+        compare=True,
     ),
     Metric(
         "recall_at_1pct_fpr",
         "Recall@1%FPR",
-        "recall on test at the threshold that gives 1% false positives on the train split's negatives",
+        "the share of the test positives above the threshold fixed on the train split's negatives (at"
+        " most 1% of them above it)",
         0.0,
         1.0,
         True,
@@ -140,6 +201,15 @@ METRICS: tuple[Metric, ...] = (
         compared=True,
         tolerance="auroc",
         exported=True,
+        column=Column(
+            "recall",
+            "Recall@1%FPR",
+            unit="none (a fraction of the test positives)",
+            interval="none",
+            zero="0: no test positive clears a threshold strict enough for a 1% false-positive rate",
+            top="1: every test positive clears it",
+        ),
+        compare=True,
     ),
     Metric(
         "rho_ce",
@@ -152,6 +222,7 @@ METRICS: tuple[Metric, ...] = (
         declarable=True,
         compared=True,
         tolerance="rho_ce",
+        component="rho_ce",
     ),
     Metric(
         "latency_ms",
@@ -164,42 +235,85 @@ METRICS: tuple[Metric, ...] = (
         per_task=False,
         declarable=True,
         not_compared="it depends on the machine it is measured on",
+        component="latency",
+        compare=True,
+        fmt="ms",
     ),
     Metric(
         "lift_over_text",
         "Lift over text",
-        "test AUROC minus the strongest text-only baseline's AUROC on the same rows (the best member of"
-        " the task's panel, each fit on train with hyperparameters by CV on train), DeLong 95% interval",
+        "test AUROC minus the AUROC of the task's strongest text-only baseline on the same test rows (the"
+        " best member of its panel of text models, each fit on train with its hyperparameters chosen by"
+        " cross-validation on train; the task page lists them): what the probe finds beyond the words"
+        " themselves",
         -1.0,
         1.0,
         True,
         exported=True,
         version=2,
         interval=True,
+        column=Column(
+            "lift",
+            "Lift/text",
+            unit="AUROC difference",
+            interval="95%: DeLong's paired interval per task; the mean's adds the tasks' variances (in the"
+            " cell's tooltip). ≈0 marks an interval that includes 0",
+            zero="0: no better than the text alone. On a task where the text alone reaches AUROC 1.000 no"
+            " probe can show any lift (the eval-awareness tasks' test rows are separable from their words),"
+            " which says that about the task, not about the probes",
+            top="positive: the probe separates the classes better than any text model of the panel;"
+            " negative: worse",
+        ),
+        compare=True,
     ),
     Metric(
         "controlled_auroc",
         "Controlled AUROC",
-        "AUROC the probe adds to the text controls (strongest text baseline, length): a logistic regression"
-        " of the label on them with and without the probe's score, cross-fitted on test; DeLong 95% interval",
+        "how much AUROC the probe adds to the text controls (the strongest text baseline's score and the"
+        " length model's score): a logistic regression of the label on them with and without the probe's"
+        " score, each cross-fitted on the task's test rows (every row predicted by a fit on the other"
+        " folds), the difference of the two AUROCs. Unlike the lift it credits a probe for signal the"
+        " text lacks even when the text alone scores higher",
         -1.0,
         1.0,
         True,
         exported=True,
         interval=True,
+        column=Column(
+            "controlled",
+            "Ctrl AUROC",
+            unit="AUROC difference",
+            interval="95%: DeLong's paired interval per task; the mean's adds the tasks' variances. ≈0 marks"
+            " an interval that includes 0",
+            zero="0: the probe adds nothing the text controls do not already carry",
+            top="positive: the probe carries signal beyond the text",
+        ),
+        compare=True,
     ),
     Metric(
         "stress_auroc",
         "Stress AUROC",
-        "AUROC on the task's stress split (64 test rows, 32 per class, each rewritten) under its worst"
-        " transform (chat markup, JSON, code comment, capitals, typos, a casual or formal frame, dilution"
-        " in filler; and hard negatives, negative rows that name the concept's words, read against the"
-        " clean positives of those rows), mean over tasks (not in the ProbeScore)",
+        "AUROC on the task's stress split (64 test rows, 32 per class, each rewritten in form with its label"
+        " kept: chat markup, JSON, code comment, capitals, typos, a casual or formal frame, dilution in"
+        " filler; and hard negatives, negative rows with a keyword line naming the task's own words for"
+        " its concept, read against the clean positives) under the transform that hurts it most, mean over"
+        " the tasks that have a stress split (not in the ProbeScore; the probe page shows every transform)",
         0.0,
         1.0,
         True,
+        per_task=False,
         exported=True,
         version=3,
+        column=Column(
+            "stress",
+            "Stress",
+            unit="AUROC",
+            interval="none",
+            zero="0.5: some rewrite of form leaves it at chance",
+            top="1: every rewrite keeps its ranking; n/a: not measured (no task of its with a stress split,"
+            " e.g. on-policy tasks only)",
+            na="not measured: no task of its with a stress split, or pending",
+        ),
     ),
     Metric(
         "stress_recall",
@@ -209,6 +323,7 @@ METRICS: tuple[Metric, ...] = (
         0.0,
         1.0,
         True,
+        per_task=False,
         exported=True,
         version=2,
     ),
@@ -224,6 +339,7 @@ METRICS: tuple[Metric, ...] = (
         True,
         per_task=False,
         exported=True,
+        component="goodhart",
     ),
     Metric(
         "attack_recall",
@@ -252,9 +368,12 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         "direction_utility",
         "Direction utility",
-        "mean over the judged tasks of the steering effect's z against at least 64 random directions per"
-        " seed, at the strength chosen on train within the fluency guard; a task whose readout does not"
-        " reach the protocol's AUROC against the labels is not judged (not in the ProbeScore)",
+        "does the probe's direction steer the model: where a task's behavioural readout tracks its labels"
+        " (AUROC at least the protocol's threshold; other tasks are not judged), the direction is added at"
+        " its layer at a strength chosen on train within the fluency guard, and the readout's change is"
+        " compared with the same push along at least 64 random directions per seed: z = (effect − mean of"
+        " the random effects) / their standard deviation, mean over the judged tasks (not in the"
+        " ProbeScore; the probe page shows each task's p-value, the ablation and the prompting baseline)",
         -math.inf,
         math.inf,
         True,
@@ -262,6 +381,16 @@ METRICS: tuple[Metric, ...] = (
         per_task=False,
         exported=True,
         version=2,
+        column=Column(
+            "utility",
+            "Dir. utility",
+            unit="a z-score (standard deviations of the random directions' effects)",
+            interval="none: no interval is stored for it",
+            zero="0: the probe's direction steers no more than a random one",
+            top="no ceiling; n/a: not measured (no readout task, not a linear probe, not a decoder model, or"
+            " no readout that tracks its labels)",
+            na="not measured: no readout task or not a linear probe on a decoder",
+        ),
     ),
 )
 
@@ -313,6 +442,33 @@ def exported_values(row) -> dict[str, object]:
                 ci = row.get(f"{m.name}_ci") or [None, None]
                 out[f"{m.name}_ci_lo"], out[f"{m.name}_ci_hi"] = ci[0], ci[1]
     return out
+
+
+def board_columns() -> tuple[Metric, ...]:
+    """The metrics with a board column of their own, in table order."""
+    return tuple(m for m in METRICS if m.column is not None)
+
+
+def board_column(key: str) -> Metric | None:
+    """The metric whose own board column is ``key`` (None: not a metric column)."""
+    for m in METRICS:
+        if m.column is not None and m.column.key == key:
+            return m
+    return None
+
+
+def column_metric(key: str) -> Metric | None:
+    """The metric shown in board column ``key``: its own column, or the component computed from it."""
+    for m in METRICS:
+        if (m.column is not None and m.column.key == key) or m.component == key:
+            return m
+    return None
+
+
+def compare_rows(*, per_task: bool = False) -> tuple[Metric, ...]:
+    """The compare page's metric rows: every compared-side-by-side metric, or with ``per_task``
+    those stored per task."""
+    return tuple(m for m in METRICS if m.compare and (m.per_task or not per_task))
 
 
 def judged_task_names() -> tuple[str, ...]:

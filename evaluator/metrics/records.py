@@ -1,11 +1,13 @@
 """The stored score as typed records: what the score writer stores, and how it is read back.
 
 A Score row holds the ProbeScore (``total``, ``measured_total``, ``components``), the aggregate
-measurements (``measurements``: means over tasks and the axes beside them), the per-task results
-(``per_task``: task id → :class:`TaskRecord`), the protocol and the environment. The shape is
-committed as a JSON Schema (``evaluator/schemas/score.schema.json``); ``python -m evaluator
-evaluate --json`` has its own (``evaluator/schemas/evaluation.schema.json``). Both are checked
-by ``tests/evaluator/test_records.py``.
+measurements (``measurements``: :class:`AggregateRecord`, the means over tasks and one sub-record per
+axis beside them), the per-task results (``per_task``: task id → :class:`TaskRecord`), the protocol
+and the environment. The shape is committed as a JSON Schema
+(``evaluator/schemas/score.schema.json``), whose ``measurements`` part is generated from
+:class:`AggregateRecord` by ``python -m evaluator.metrics.records_schema``; ``python -m evaluator
+evaluate --json`` has its own (``evaluator/schemas/evaluation.schema.json``). Both are checked by
+``tests/evaluator/test_records.py`` and ``tests/evaluator/test_records_schema.py``.
 
 :meth:`TaskRecord.from_json` also reads the evaluator's own spellings of a task's results
 (``roc_points``, ``auroc_ea_status``, a ``metrics`` block, ``BaselineResult`` names such as
@@ -20,10 +22,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, Field, dataclass, field, fields
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, get_args, get_type_hints
 
 import numpy as np
 
@@ -184,6 +186,239 @@ class TaskRecord:
         )
 
 
+def describe(description: str, *, key: str = "", schema: Mapping[str, Any] | None = None, **kw: Any) -> Any:
+    """A record field with its description, its stored key when that is not the field's name, and
+    JSON Schema constraints beyond its type (read by ``evaluator.metrics.records_schema``)."""
+    return field(metadata={"description": description, "key": key, "schema": dict(schema or {})}, **kw)
+
+
+def stored_key(f: Field[Any]) -> str:
+    """The key a record field is stored under."""
+    return f.metadata.get("key") or f.name
+
+
+R = TypeVar("R", bound="SubRecord")
+
+
+@dataclass(frozen=True)
+class SubRecord:
+    """One group of ``Score.measurements`` keys, stored flat beside the others: each field is one
+    key (:func:`stored_key`), in field order."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {stored_key(f): getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def stored_keys(cls) -> list[str]:
+        return [stored_key(f) for f in fields(cls)]
+
+    @classmethod
+    def from_keys(cls: type[R], data: Mapping[str, Any], *, strict: bool = False) -> R:
+        """The sub-record of ``data``'s keys. ``strict``: as an axis summary hands it over, every key
+        present and no other; else as stored, a missing key reading as None (or empty)."""
+        if strict:
+            unknown = sorted(set(data) - set(cls.stored_keys()))
+            missing = [k for k in cls.stored_keys() if k not in data]
+            if unknown or missing:
+                raise ValueError(f"{cls.__name__}: unknown keys {unknown}, missing keys {missing}")
+        values = {}
+        for f in fields(cls):
+            value = data.get(stored_key(f))
+            if value is None and not strict and f.default_factory is not MISSING:
+                value = f.default_factory()
+            values[f.name] = value
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class IntervalsRecord(SubRecord):
+    """The means over tasks shown with a 95% interval beside the ProbeScore."""
+
+    auroc_ci: list[float] = describe(
+        "95% interval of the mean test AUROC (evaluator.metrics.metrics.auroc_mean_ci)",
+        schema={"minItems": 2, "maxItems": 2},
+    )
+    lift_over_text: float | None = describe(
+        "mean over tasks of the test AUROC minus the strongest text baseline's (None: no task has a panel)"
+    )
+    lift_over_text_ci: list[float] | None = describe(
+        "its 95% interval (evaluator.metrics.compare.mean_delta_ci; None unless every task has one)",
+        schema={"minItems": 2, "maxItems": 2},
+    )
+    controlled_auroc: float | None = describe(
+        "mean over tasks of the AUROC the probe adds over the text controls"
+        " (evaluator.axes.text_baselines.controlled_auroc)"
+    )
+    controlled_auroc_ci: list[float] | None = describe(
+        "its 95% interval (None unless every task has one)", schema={"minItems": 2, "maxItems": 2}
+    )
+
+
+@dataclass(frozen=True)
+class LatencyRecord(SubRecord):
+    """Where the latency was measured (the probe's own time is ``latency_ms``)."""
+
+    device: str | None = describe("the device the latency was measured on", key="latency_device")
+    model_forward_ms: float | None = describe("the base model's forward pass on that device, in ms")
+
+
+@dataclass(frozen=True)
+class TransferRecord(SubRecord):
+    """The transfer axis: the recipe re-fit on other base models."""
+
+    rho: dict[str, float | None] = describe(
+        "target base model → ρ, the Pearson correlation of word-removal effects between the probe and"
+        " its recipe re-fit there (None: not measured)",
+        key="transfer",
+        default_factory=dict,
+    )
+
+
+@dataclass(frozen=True)
+class SteerRecord(SubRecord):
+    """The steer axis (direction utility, evaluator.axes.steer), beside the ProbeScore."""
+
+    direction_utility: float | None = describe("mean utility_z over the judged tasks (None: none is)")
+    tasks: dict[str, dict[str, Any]] = describe(
+        "task → the readout's validation, strength, fluency, each intervention against random directions",
+        key="steer",
+        default_factory=dict,
+    )
+
+
+@dataclass(frozen=True)
+class StressRecord(SubRecord):
+    """The stress axis (evaluator.axes.stress.stress_summary), beside the ProbeScore."""
+
+    stress_auroc: float | None = describe(
+        "mean over tasks of the worst transform's AUROC (None: none measured, or a task pending)"
+    )
+    stress_recall: float | None = describe(
+        "mean over tasks of the worst transform's recall at the clean threshold"
+    )
+    tasks: dict[str, dict[str, Any]] = describe(
+        "task → the threshold, the clean point, every transform's point and the worst",
+        key="stress",
+        default_factory=dict,
+    )
+
+
+@dataclass(frozen=True)
+class RobustnessRecord(SubRecord):
+    """The robustness axis (evaluator.axes.attack.robustness_summary)."""
+
+    goodhart_resistance: float | None = describe(
+        "mean over tasks of the Goodhart resistance (None: none measured, or a task pending)"
+    )
+    attack_recall: float | None = describe("mean over tasks of the recall at 1% FPR under the attack")
+    transfer_attack_recall: float | None = describe(
+        "mean over tasks of the recall under the category reference's suffix"
+    )
+    tasks: dict[str, dict[str, Any]] = describe(
+        "task → the attack's facts: recalls, steps, curve, transfer", key="robustness", default_factory=dict
+    )
+
+
+#: AggregateRecord's fields that read as empty when a stored row lacks them
+_EMPTY: dict[str, type] = {"not_measured_on_policy": list, "imputed": dict}
+
+
+@dataclass(frozen=True)
+class AggregateRecord:
+    """``Score.measurements``: the means over tasks (:func:`evaluator.metrics.measure.aggregate_measurements`)
+    and, beside them, one sub-record per axis. Stored flat, as the fields are ordered: a sub-record's
+    keys where it stands (an absent axis stores none), ``extra`` after the means."""
+
+    auroc: float = describe("mean test AUROC over the tasks")
+    auroc_ea: float | None = describe("mean eval-awareness-corrected AUROC (None: imputed or n/a)")
+    auroc_ds: float | None = describe("mean distribution-shift AUROC (None: no task has a distshift split)")
+    ece: float = describe("mean expected calibration error")
+    rho_ce: float | None = describe(
+        "cross-model transfer: mean ρ over the target models, negatives as 0 (None: imputed)"
+    )
+    latency_ms: float = describe("the probe's own latency, in ms", schema={"exclusiveMinimum": 0})
+    license: str = describe("the SPDX id of the probe version's license")
+    ea_not_applicable: bool = describe("an eval-awareness probe: auroc_ea does not apply")
+    brier: float = describe("mean Brier score")
+    recall_at_1pct_fpr: float | None = describe("mean recall at the train split's 1%-FPR threshold")
+    fpr_at_1pct_threshold: float | None = describe("mean test false-positive rate at that threshold")
+    n_tasks: int = describe("tasks averaged over", schema={"minimum": 1})
+    n_test: int = describe("test rows over all tasks", schema={"minimum": 0})
+    lift_over_random: float | None = describe("mean AUROC lift over random directions at the probe's layer")
+    lift_over_diff_of_means: float | None = describe("mean AUROC lift over the difference of class means")
+    extra: dict[str, float | None] = describe("any further mean the aggregate carries, by name")
+    intervals: IntervalsRecord = describe("the means shown with an interval")
+    not_measured_on_policy: list[str] = describe(
+        "the category's on-policy tasks this base model has no behaviour on (left out of the means)"
+    )
+    latency: LatencyRecord = describe("where the latency was measured")
+    transfer: TransferRecord = describe("the transfer axis")
+    steer: SteerRecord | None = describe("the steer axis (absent: not summed up)")
+    stress: StressRecord | None = describe("the stress axis (absent: no stress run)")
+    robustness: RobustnessRecord | None = describe("the robustness axis (absent: no robustness run)")
+    imputed: dict[str, str] = describe("component → why it was imputed")
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored JSON: every key as the score writer has always written it, in the same order."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "extra":
+                out.update(value)
+            elif f.name in SUB_RECORDS:
+                if value is not None:
+                    out.update(value.to_json())
+            else:
+                out[f.name] = value
+        return out
+
+    @classmethod
+    def from_stored(cls, m: Mapping[str, Any] | None) -> AggregateRecord:
+        """A stored ``Score.measurements``, as written now or before an axis existed: a missing
+        number reads as None, a missing list or dict as empty, an axis none of whose keys is stored
+        as absent; a key of no field is kept in ``extra``."""
+        m = m or {}
+        values: dict[str, Any] = {}
+        known: set[str] = set()
+        for f in fields(cls):
+            sub = SUB_RECORDS.get(f.name)
+            if sub is not None:
+                keys = sub.stored_keys()
+                known.update(keys)
+                absent = f.name in OPTIONAL_SUB_RECORDS and not any(k in m for k in keys)
+                values[f.name] = None if absent else sub.from_keys(m)
+            elif f.name != "extra":
+                known.add(f.name)
+                value = m.get(f.name)
+                values[f.name] = _EMPTY[f.name]() if value is None and f.name in _EMPTY else value
+        values["extra"] = {k: v for k, v in m.items() if k not in known}
+        return cls(**values)
+
+    def scoring_input(self, *, license_id: str = "") -> Measurements:
+        return measurements_from_stored(self.to_json(), license_id=license_id)
+
+
+def _sub_records() -> tuple[dict[str, type[SubRecord]], set[str]]:
+    """AggregateRecord's sub-record fields by name, and those that may be absent."""
+    hints = get_type_hints(AggregateRecord)
+    subs: dict[str, type[SubRecord]] = {}
+    optional = set()
+    for f in fields(AggregateRecord):
+        hint = hints[f.name]
+        args = [a for a in get_args(hint) if a is not type(None)] or [hint]
+        if isinstance(args[0], type) and issubclass(args[0], SubRecord):
+            subs[f.name] = args[0]
+            if type(None) in get_args(hint):
+                optional.add(f.name)
+    return subs, optional
+
+
+SUB_RECORDS, OPTIONAL_SUB_RECORDS = _sub_records()
+_FIELD_NAMES = [f.name for f in fields(AggregateRecord)]
+#: the means over tasks that aggregate_measurements hands over, in their stored order
+AGGREGATE_MEANS = tuple(_FIELD_NAMES[: _FIELD_NAMES.index("extra")])
+
+
 def aggregate_stored(
     aggregate: Mapping[str, Any],
     *,
@@ -198,38 +433,39 @@ def aggregate_stored(
     stress: Mapping[str, Any] | None = None,
     robustness: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``Score.measurements``: the aggregate of :func:`evaluator.metrics.measure.aggregate_measurements`
-    with what the board keeps beside it: the interval on the mean AUROC (``tests``: each task's
-    test scores and labels), the mean lift over text (``lifts_over_text``: each task's lift and its
-    interval) and the mean controlled AUROC (``controlled``, likewise), each with its interval (None
-    unless every task has one), the on-policy tasks this base model has no
-    behaviour on, the latency's device and model forward, ρ per transfer target, direction
-    utility, the stress axis (:func:`evaluator.axes.stress.stress_summary`), the robustness axis
-    (:func:`evaluator.axes.attack.robustness_summary`), and why each imputed
-    component was imputed."""
+    """``Score.measurements`` (:class:`AggregateRecord`, as JSON): the aggregate of
+    :func:`evaluator.metrics.measure.aggregate_measurements` with what the board keeps beside it: the
+    interval on the mean AUROC (``tests``: each task's test scores and labels), the mean lift over
+    text (``lifts_over_text``: each task's lift and its interval) and the mean controlled AUROC
+    (``controlled``, likewise), each with its interval (None unless every task has one), the
+    on-policy tasks this base model has no behaviour on, the latency's device and model forward,
+    ρ per transfer target, direction utility (``steer``: ``direction_utility`` and ``steer``), the
+    stress axis (:func:`evaluator.axes.stress.stress_summary`), the robustness axis
+    (:func:`evaluator.axes.attack.robustness_summary`), and why each imputed component was imputed.
+    An axis summary with a key its sub-record does not know raises ValueError."""
 
-    out = dict(aggregate)
-    out["auroc_ci"] = list(auroc_mean_ci(list(tests)))
-
+    means: dict[str, Any] = {}
     for key, ci_key, values in (
         (LIFT_OVER_TEXT_KEY, LIFT_OVER_TEXT_CI_KEY, lifts_over_text),
         (CONTROLLED_AUROC_KEY, CONTROLLED_AUROC_CI_KEY, controlled),
     ):
-        out[key] = float(np.mean([v for v, _ in values])) if values else None
+        means[key] = float(np.mean([v for v, _ in values])) if values else None
         with_ci = [(v, ci) for v, ci in values if ci is not None]
         ci = mean_delta_ci(with_ci) if with_ci and len(with_ci) == len(values) else None
-        out[ci_key] = None if ci is None else list(ci)
-    out["not_measured_on_policy"] = sorted(not_measured_on_policy)
-    return {
-        **out,
-        "latency_device": latency.get("device"),
-        "model_forward_ms": latency.get("model_forward_ms"),
-        "transfer": dict(transfer),
-        **steer,
-        **(stress or {}),
-        **(robustness or {}),
-        "imputed": dict(imputed),
-    }
+        means[ci_key] = None if ci is None else list(ci)
+    record = AggregateRecord(
+        **{k: aggregate[k] for k in AGGREGATE_MEANS},
+        extra={k: v for k, v in aggregate.items() if k not in AGGREGATE_MEANS},
+        intervals=IntervalsRecord(auroc_ci=list(auroc_mean_ci(list(tests))), **means),
+        not_measured_on_policy=sorted(not_measured_on_policy),
+        latency=LatencyRecord(device=latency.get("device"), model_forward_ms=latency.get("model_forward_ms")),
+        transfer=TransferRecord(rho=dict(transfer)),
+        steer=SteerRecord.from_keys(steer, strict=True) if steer else None,
+        stress=StressRecord.from_keys(stress, strict=True) if stress else None,
+        robustness=RobustnessRecord.from_keys(robustness, strict=True) if robustness else None,
+        imputed=dict(imputed),
+    )
+    return record.to_json()
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from leaderboard.api.read import PublicReadApi
+from leaderboard.api.read.base import PublicReadApi
 from leaderboard.http import public_cache
 from leaderboard.inputs import CompareQueryInput, query_parse
-from leaderboard.selectors.compare import SIDE_BY_SIDE, probes_compare
+from leaderboard.selectors.compare import compare_rows, probes_compare
 
 
 class RankIntervalOutput(serializers.Serializer):
@@ -44,16 +44,7 @@ class CompareSideOutput(serializers.Serializer):
 
     def get_measurements(self, side) -> dict:
         m = (side.score.measurements if side.score else None) or {}
-        keys = (
-            "auroc",
-            "auroc_ea",
-            "auroc_ds",
-            "ece",
-            "brier",
-            "recall_at_1pct_fpr",
-            "fpr_at_1pct_threshold",
-        )
-        return {k: m.get(k) for k in keys} | {"latency_ms": m.get("latency_ms")}
+        return {row.key: m.get(row.key) for row in compare_rows()}
 
 
 class PairedOutput(serializers.Serializer):
@@ -76,7 +67,8 @@ class TaskComparisonOutput(serializers.Serializer):
     metrics = serializers.SerializerMethodField(help_text="the other per-task metrics, side by side")
 
     def get_metrics(self, t) -> dict:
-        return {key: {"a": (t.a or {}).get(key), "b": (t.b or {}).get(key)} for key, _ in SIDE_BY_SIDE}
+        rows = compare_rows(per_task=True)
+        return {r.key: {"a": (t.a or {}).get(r.key), "b": (t.b or {}).get(r.key)} for r in rows}
 
 
 class CompareOutput(serializers.Serializer):

@@ -1,6 +1,6 @@
 """Reads for the public pages, the read API and the exports, one module per page family:
 
-    board        the board (index, category pages, leaderboard API, exports)
+    board/       the board (index, category pages, leaderboard API, exports), one module per job
     registry     categories, tasks, base models, methodology
     probes       the probe page
     cycles       re-evaluation cycles, reference updates, leakage records (the public records)

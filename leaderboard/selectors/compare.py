@@ -17,23 +17,49 @@ from dataclasses import dataclass
 from django.core.cache import cache
 
 from evaluator.errors import MetricInputError
+from evaluator.metrics import metric_table
 from evaluator.metrics.compare import rows_compare
 from evaluator.metrics.metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from leaderboard.models import EvaluationRun, Probe, ProbeVersion, RankInterval, Score, Task
-from leaderboard.selectors.board import BoardQueryError, resolve_spec, weights_spec_list
+from leaderboard.selectors.board.query import BoardQueryError, resolve_spec, weights_spec_list
 from leaderboard.selectors.probes import task_result_normalize
 
 Run = EvaluationRun
-#: per-task metrics shown side by side (besides AUROC, which is compared)
-SIDE_BY_SIDE = (
-    ("auroc_ea", "AUROC-EA"),
-    ("auroc_ds", "AUROC-DS"),
-    ("ece", "ECE"),
-    ("brier", "Brier"),
-    ("recall_at_1pct_fpr", "Recall@1%FPR"),
-    ("fpr_at_1pct_threshold", "test FPR at that threshold"),
-    ("threshold_1pct_fpr", "threshold (train, 1% FPR)"),
+
+#: The operating point's details, stored beside Recall@1%FPR (not metrics of the table): the compare
+#: page shows them after it; the threshold per task only (a mean of thresholds says nothing).
+OPERATING_POINT_METRIC = "recall_at_1pct_fpr"
+OPERATING_POINT = (
+    ("fpr_at_1pct_threshold", "test FPR at that threshold", False),
+    ("threshold_1pct_fpr", "threshold (train, 1% FPR)", True),
 )
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One row of the comparison: a metric of the metric table (``compare``) with its label,
+    definition and format, or one of the operating point's details."""
+
+    key: str
+    label: str
+    definition: str = ""
+    fmt: str = "digits"
+
+
+def compare_rows(*, per_task: bool = False) -> list[CompareRow]:
+    """The metrics compared side by side, in table order: the aggregates (mean over tasks) of both
+    Scores, or with ``per_task`` each task's results (AUROC left out: it is compared per task as
+    ΔAUROC on the shared rows)."""
+    rows = []
+    for m in metric_table.compare_rows(per_task=per_task):
+        if per_task and m.name == "auroc":
+            continue
+        rows.append(CompareRow(m.name, m.label, m.definition, m.fmt))
+        if m.name == OPERATING_POINT_METRIC:
+            rows += [
+                CompareRow(key, text) for key, text, task_only in OPERATING_POINT if per_task or not task_only
+            ]
+    return rows
 
 
 class CompareQueryError(BoardQueryError):

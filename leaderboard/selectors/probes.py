@@ -19,7 +19,8 @@ from leaderboard.models import (
     WeightsSpec,
 )
 from leaderboard.policy import STABILITY_MIN_QUARTERS, spec_version_key
-from leaderboard.selectors.board import parse_ci, resolve_spec, weights_spec_list
+from leaderboard.selectors.board.query import resolve_spec, weights_spec_list
+from leaderboard.selectors.board.rows import parse_ci
 from leaderboard.selectors.progress import pending_axes
 from leaderboard.selectors.shared import ea_reference_version, tasks_applicable
 

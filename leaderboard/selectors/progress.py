@@ -5,9 +5,10 @@ failures with their reasons).
     pending_by_category   open submissions per category: "3 reference probes being measured"
     runs_progress         runs by status and the estimated time left (``RunsProgress``)
     failures_public       failed submissions of reference probes, with their reasons
-    pending_axes          per probe version, the axes still being measured: a probe is on the
-                          board once its primary runs are done, while its secondary runs
-                          (transfer, reproduce, steer) wait on the secondary queue; the board
+    pending_axes          per probe version, the axes still being measured (those of
+                          leaderboard.axes.AXES shown as pending, in that order): a probe is on
+                          the board once its primary runs are done, while its secondary runs
+                          (transfer, reproduce, steer...) wait on the secondary queue; the board
                           rows, the probe page and the probe API say which are pending and how
                           far along ("transfer 1/2, steer pending")
 """
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from leaderboard.axes import AXES, KINDS
 from leaderboard.models import EvaluationRun, Submission
 
 Run = EvaluationRun
@@ -128,7 +130,7 @@ def runs_progress(*, workers: int = 1, now=None) -> RunsProgress:
     ones."""
     now = now or timezone.now()
     progress = RunsProgress(counts=Counter(dict(Run.objects.values_list("status").annotate(n=Count("pk")))))
-    measured = run_seconds_measured(kinds=Run.Kind.values)
+    measured = run_seconds_measured(kinds=KINDS)
     progress.mean_s = {kind: m["mean_s"] for kind, m in measured.items()}
     left = 0.0
     open_runs = Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).values_list(
@@ -193,16 +195,9 @@ def failures_public() -> list[PublicFailure]:
 
 # --------------------------------------------------------------------------- pending axes
 
-#: the axes shown, in display order: a probe's own runs outside any cycle (the shared reference
-#: runs and the quarterly holdouts are not its axes)
-AXES: tuple[str, ...] = (
-    Run.Kind.SCORE,
-    Run.Kind.TRANSFER,
-    Run.Kind.REPRODUCE,
-    Run.Kind.STEER,
-    Run.Kind.STRESS,
-    Run.Kind.ROBUSTNESS,
-)
+#: the axes shown, in the order of AXES: a probe's own runs outside any cycle (the shared reference
+#: runs and the quarterly holdouts are not its axes: ``Axis.shown_pending``)
+SHOWN: tuple[str, ...] = tuple(a.name for a in AXES if a.shown_pending)
 FINISHED = (Run.Status.SUCCEEDED, Run.Status.FAILED)
 
 
@@ -222,16 +217,16 @@ class PendingAxis:
 
 
 def _pending(counts) -> dict:
-    """(key, kind, total, done) rows → {key: [PendingAxis in AXES order]} for unfinished axes."""
+    """(key, kind, total, done) rows → {key: [PendingAxis in the order of AXES]} for unfinished axes."""
     out: dict = defaultdict(list)
-    for key, kind, total, done in sorted(counts, key=lambda c: (str(c[0]), AXES.index(c[1]))):
+    for key, kind, total, done in sorted(counts, key=lambda c: (str(c[0]), SHOWN.index(c[1]))):
         if done < total:
             out[key].append(PendingAxis(axis=kind, done=done, total=total))
     return dict(out)
 
 
 def _counted(runs):
-    return runs.filter(cycle=None, kind__in=AXES).annotate(
+    return runs.filter(cycle=None, kind__in=SHOWN).annotate(
         total=Count("pk"), done=Count("pk", filter=Q(status__in=FINISHED))
     )
 

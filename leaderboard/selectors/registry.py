@@ -22,18 +22,9 @@ from leaderboard.models import (
 )
 from leaderboard.policy import SATURATED_AUROC, saturated
 from leaderboard.presentation import COMPONENT_FORMULAS, COMPONENT_LABELS, POLICY
-from leaderboard.selectors.board import (
-    Board,
-    BoardQuery,
-    BoardRow,
-    JsonPaths,
-    board_get,
-    board_rows,
-    category_tabs,
-    json_list,
-    parse_ci,
-    weights_spec_list,
-)
+from leaderboard.selectors.board.get import board_get, category_tabs
+from leaderboard.selectors.board.query import BoardQuery, weights_spec_list
+from leaderboard.selectors.board.rows import Board, BoardRow, JsonPaths, board_rows, json_list, parse_ci
 
 SPLIT_ORDER = ("train", "test", "distshift", "holdout_pool")
 

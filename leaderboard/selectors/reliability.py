@@ -15,15 +15,7 @@ from django.conf import settings
 from evaluator.commands.reliability import DIAGNOSTICS, RECORD, read_record
 from evaluator.data.holdouts import quarter_validate
 from evaluator.errors import EvaluatorError
-
-#: the board's sort keys that order by one metric of the table (sort key → metric name)
-SORT_METRIC = {
-    "auroc": "auroc",
-    "auroc_ds": "auroc_ds",
-    "recall": "recall_at_1pct_fpr",
-    "lift": "lift_over_text",
-    "controlled": "controlled_auroc",
-}
+from evaluator.metrics.metric_table import column_metric
 
 
 def reliability_dir() -> Path:
@@ -76,9 +68,10 @@ def flagged_metrics() -> list[str]:
 
 
 def flagged_sort(sort: str) -> str | None:
-    """The flagged metric a board sort key orders by, or None when the sort is not flagged."""
-    metric = SORT_METRIC.get(sort)
-    return metric if metric is not None and metric in flagged_metrics() else None
+    """The flagged metric a board sort key orders by (a metric's own column, or the component
+    computed from it: ``metric_table.column_metric``), or None when the sort is not flagged."""
+    metric = column_metric(sort)
+    return metric.name if metric is not None and metric.name in flagged_metrics() else None
 
 
 def reliability_rows() -> dict[str, Any] | None:

@@ -1,6 +1,6 @@
-"""Reads that the writers need too: the current eval-awareness reference probe of a base model,
-the tasks a probe version can read, the runs a submission waits on, the latest scored version of
-each probe. Services import these
+"""Reads that the writers need too: the base models the workers run, the current eval-awareness
+reference probe of a base model, the tasks a probe version can read, the runs a submission waits
+on, the latest scored version of each probe. Services and the axes import these
 (services may read); nothing here imports a service.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db.models import Q
 
 from evaluator.core.applicability import ModelReads, ProbeReads, applicable_tasks
@@ -25,6 +26,15 @@ EA_REFERENCE_CANDIDATE = Q(
     probe__owner__system_account__isnull=False,
     displaced_by_reference=False,
 )
+
+
+def enabled_models():
+    """The base models the workers run: the active ones (a model loaded on request is active only
+    where PROBEBENCH_MODELS names it, registry_sync), narrowed to PROBEBENCH_MODELS when it is set."""
+    qs = BaseModel.objects.filter(is_active=True)
+    if settings.ENABLED_MODELS:
+        qs = qs.filter(slug__in=settings.ENABLED_MODELS)
+    return qs
 
 
 def ea_reference_version(*, base_model: BaseModel | str) -> ProbeVersion | None:

@@ -27,6 +27,7 @@ from typing import Any
 from django.utils import timezone
 
 from evaluator import CODE_VERSION
+from evaluator.metrics.measure import example_records
 from leaderboard.models import EvaluationRun
 from leaderboard.selectors.exports import (
     COLUMNS,
@@ -78,15 +79,8 @@ def examples_export_write(quarter: str) -> dict[str, Any]:
                 }
                 wrote = False
                 for run in runs.iterator():
-                    for e in run.example_scores:
-                        line = head | {
-                            "task": run.task_id,
-                            "split": run.split,
-                            "id": e["id"],
-                            "label": e["label"],
-                            "score": e["score"],
-                            "prob": e.get("prob"),
-                        }
+                    for e in example_records(run.example_scores):
+                        line = head | {"task": run.task_id, "split": run.split, **e.to_dict()}
                         gz.write((json.dumps(line, allow_nan=False) + "\n").encode())
                         counts["rows"] += 1
                         wrote = True

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from evaluator.data.registry.tasks import EVAL_AWARENESS
 from evaluator.errors import EvaluatorError
-from evaluator.metrics.measure import ScoredExamples
+from evaluator.metrics.measure import ScoredExamples, example_records
 from evaluator.metrics.metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from evaluator.metrics.rank_intervals import BoardEntry, TaskRows, board_rank_intervals
 from evaluator.metrics.ranks import borda_ranks, rank_deltas
@@ -82,7 +82,7 @@ def _entry(score: Score, reference_cache: dict) -> BoardEntry:
         key = version.probe.base_model_id
         if key not in reference_cache:
             reference_cache[key] = {
-                task_id: {e["id"]: float(e["score"]) for e in run.example_scores}
+                task_id: {e.id: e.score for e in example_records(run.example_scores)}
                 for task_id, run in reference_runs_for(version).items()
             }
         references = reference_cache[key]

@@ -30,6 +30,7 @@ from evaluator.data.leakage import split_text_hashes
 from evaluator.data.registry.load import Registry
 from evaluator.errors import EvaluatorError
 from evaluator.metrics import metrics
+from evaluator.metrics.measure import example_records
 from leaderboard.errors import Conflict, ServiceError
 from leaderboard.models import (
     CycleResult,
@@ -337,9 +338,8 @@ def _holdout_aurocs(runs: list[EvaluationRun]) -> dict[str, float] | None:
     for run in runs:
         if run.status != Run.Status.SUCCEEDED:
             return None
-        values[run.task_id] = metrics.auroc(
-            [e["score"] for e in run.example_scores], [e["label"] for e in run.example_scores]
-        )
+        rows = example_records(run.example_scores)
+        values[run.task_id] = metrics.auroc([r.score for r in rows], [r.label for r in rows])
     return values or None
 
 

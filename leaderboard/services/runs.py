@@ -3,17 +3,17 @@ executes, store its per-example scores. The bottom of the services order: import
 service. What happens once a run has finished is given as ``on_finished``
 (``leaderboard.services.lifecycle`` passes its fan-out).
 
-    evaluation_runs_plan       every run a submission waits on (score, reference, reproduce,
-                               transfer); score_runs_plan for the score runs alone
+    evaluation_runs_plan       every run a submission waits on: each enabled axis's plan
+                               (leaderboard.axes); score_runs_plan for the score and reference
+                               runs alone
     evaluation_runs_dispatch_on_commit  publish them to the broker after the transaction commits,
-                               each to its kind's queue (primary: score/reference/holdout;
-                               secondary: transfer/reproduce/steer)
+                               each to its axis's queue (primary or secondary)
     evaluation_run_next        the run a worker takes next from a queue: the maintainers' own
                                work first, then round-robin across submitters
     evaluation_run_claim       a conditional UPDATE: one winner per queued run
     evaluation_run_claim_next  claim the next run of a message's queue (a message is a token:
                                the database decides which run it executes)
-    evaluation_run_execute     claim, run the evaluator (leaderboard.runner) under a Heartbeat,
+    evaluation_run_execute     claim, run the run's axis (leaderboard.axes.run_execute) under a Heartbeat,
                                store the result while this attempt still holds the run
 """
 
@@ -34,20 +34,15 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
 from evaluator import CODE_VERSION
-from evaluator.core.applicability import ModelReads, ProbeReads, applicability
-from evaluator.data.registry.tasks import EVAL_AWARENESS, STRESS_SPLIT
 from evaluator.errors import EvaluatorError, InfrastructureError, RegistryError
-from leaderboard import runner
+from leaderboard import axes
+from leaderboard.axes import AXES, axes_enabled, axis, run_queue, score
+from leaderboard.axes.base import Planned
 from leaderboard.errors import InfrastructureFault
-from leaderboard.models import BaseModel, EvaluationRun, ProbeVersion, Submission, Task, TaskSplit
-from leaderboard.policy import MAX_ATTEMPTS, PRIMARY_QUEUE, RUN_RETRY_BACKOFF_MAX_S, SCORE_SPLITS, run_queue
-from leaderboard.selectors.shared import (
-    attack_source_version,
-    ea_reference_pending,
-    ea_reference_version,
-    scored_versions,
-    tasks_applicable,
-)
+from leaderboard.models import EvaluationRun, ProbeVersion, Submission, Task
+from leaderboard.policy import MAX_ATTEMPTS, PRIMARY_QUEUE, RUN_RETRY_BACKOFF_MAX_S
+from leaderboard.selectors.shared import attack_source_version, scored_versions, tasks_applicable
+from leaderboard.selectors.shared import enabled_models as enabled_models  # the demo's and the bench's name
 
 log = logging.getLogger(__name__)
 
@@ -76,112 +71,17 @@ def tasks_delay_on_commit(name: str, ids: list[int]) -> None:
 # --------------------------------------------------------------------------- planning runs
 
 
-def enabled_models():
-    """The base models the workers run: the active ones (a model loaded on request is active only
-    where PROBEBENCH_MODELS names it, registry_sync), narrowed to PROBEBENCH_MODELS when it is set."""
-    qs = BaseModel.objects.filter(is_active=True)
-    if settings.ENABLED_MODELS:
-        qs = qs.filter(slug__in=settings.ENABLED_MODELS)
-    return qs
-
-
 def evaluation_runs_plan(*, version: ProbeVersion, submission: Submission) -> list[EvaluationRun]:
-    """Create every run a submission waits on; return the ones that need dispatching.
-
-    - score and reference runs on each active task of its category that it can read
-      (:func:`score_runs_plan`; ``selectors.shared.tasks_applicable``);
-    - reproduce / transfer: with a recipe, the recipe re-run on the source model and re-fit on
-      every other enabled base model (``settings.RECIPE_RUNS``);
-    - steer: direction utility (evaluator.axes.steer) on each task with a behavioural readout, for a
-      linear probe on a decoder model (``settings.STEER_RUNS``);
-    - stress: the artifact on each task's stress split (evaluator.axes.stress), for every task that has
-      one (``settings.STRESS_RUNS``);
-    - robustness: the protocol's soft-suffix attack against the frozen artifact on each task
-      (evaluator.axes.attack), for a single-prompt probe on a decoder model (``settings.ROBUSTNESS_RUNS``).
-    """
-    probe = version.probe
+    """Create every run a submission waits on; return the ones that need dispatching: the plan of
+    each enabled axis (``leaderboard.axes.axes_enabled``: ``PROBEBENCH_AXES``) on the active tasks
+    of its category that it can read (``selectors.shared.tasks_applicable``), in the order of AXES:
+    score and reference runs, the recipe's transfer re-fits and reproduction, steer, stress and
+    robustness runs where each applies (each axis's module says where)."""
     # only the tasks it can read (its input's template, its model's files for an on-policy task):
     # the others are shown as not applicable on its page, never planned
     tasks, _ = tasks_applicable(version=version)
-    new = score_runs_plan(version=version, tasks=tasks, submission=submission)
-    if version.recipe and settings.RECIPE_RUNS:
-        recipe_task = Task.objects.get(slug=version.recipe["task"])
-        recipe = ProbeReads(
-            input=version.recipe.get("input") or version.input,
-            position=version.recipe.get("position") or version.position,
-        )
-        new += _runs_get_or_create(
-            [
-                *(
-                    [(version, Run.Kind.REPRODUCE, recipe_task, "train", probe.base_model_id)]
-                    if _recipe_applies(recipe, recipe_task, probe.base_model)
-                    else []
-                ),
-                *(
-                    (version, Run.Kind.TRANSFER, recipe_task, "test", target.slug)
-                    for target in enabled_models().exclude(slug=probe.base_model_id)
-                    if _recipe_applies(recipe, recipe_task, target)  # re-fit on the target's own split
-                ),
-            ],
-            submission=submission,
-        )
-    new += _runs_get_or_create(steer_runs_planned(version=version, tasks=tasks), submission=submission)
-    new += _runs_get_or_create(stress_runs_planned(version=version, tasks=tasks), submission=submission)
-    new += _runs_get_or_create(robustness_runs_planned(version=version, tasks=tasks), submission=submission)
-    return new
-
-
-def _recipe_applies(recipe: ProbeReads, task: Task, model: BaseModel) -> bool:
-    """Whether the recipe can be re-run on ``model`` on its task (the layer is the model's choice)."""
-    return applicability(recipe, task, ModelReads(id=model.slug, n_layers=model.n_layers))[0]
-
-
-def steer_runs_planned(*, version: ProbeVersion, tasks: list[Task]) -> list[tuple]:
-    """(version, steer, task, "test", model) for each task whose readout applies to the probe."""
-    from evaluator.axes.steer import steer_plan
-
-    if not settings.STEER_RUNS:
-        return []
-    probe = version.probe
-    reg = runner.registry()
-    if reg.protocol().steering is None:
-        return []
-    by_slug = {t.slug: t for t in tasks}
-    slugs = steer_plan(
-        registry=reg, base_model=probe.base_model_id, probe_kind=version.kind, task_ids=list(by_slug)
-    )
-    return [(version, Run.Kind.STEER, by_slug[s], "test", probe.base_model_id) for s in slugs]
-
-
-def stress_runs_planned(*, version: ProbeVersion, tasks: list[Task]) -> list[tuple]:
-    """(version, stress, task, "stress", model) for each task with a stress split (tasks.yaml's
-    ``stress``; an on-policy task has none)."""
-    if not settings.STRESS_RUNS:
-        return []
-    reg = runner.registry()
-    model = version.probe.base_model_id
-    return [
-        (version, Run.Kind.STRESS, t, STRESS_SPLIT, model)
-        for t in tasks
-        if t.slug in reg.tasks and reg.task(t.slug).stress is not None
-    ]
-
-
-def robustness_runs_planned(*, version: ProbeVersion, tasks: list[Task]) -> list[tuple]:
-    """(version, robustness, task, "test", model) for each task, where the attack applies: the
-    protocol has an attack budget and :func:`evaluator.axes.attack.attack_applies` (the CLI's rule too):
-    the probe reads one prompt and its base model is a decoder."""
-    from evaluator.axes.attack import attack_applies
-
-    if not settings.ROBUSTNESS_RUNS:
-        return []
-    reg = runner.registry()
-    model = version.probe.base_model_id
-    if reg.protocol().attack is None or model not in reg.models:
-        return []
-    if attack_applies(input_kind=version.input, model_id=model, encoder=reg.models[model].encoder):
-        return []
-    return [(version, Run.Kind.ROBUSTNESS, t, "test", model) for t in tasks]
+    planned = [run for a in axes_enabled() if a.plan is not None for run in a.plan(version, tasks)]
+    return _runs_get_or_create(planned, submission=submission)
 
 
 def transfer_attacks_refresh(*, dispatch: bool = True) -> list[EvaluationRun]:
@@ -224,48 +124,22 @@ def transfer_attacks_refresh(*, dispatch: bool = True) -> list[EvaluationRun]:
 def score_runs_plan(
     *, version: ProbeVersion, tasks: list[Task], submission: Submission | None
 ) -> list[EvaluationRun]:
-    """Create the runs that measure ``version`` on ``tasks``; return the ones that need dispatching.
-
-    - score: the artifact on each task: test, train (the 1%-FPR threshold is fixed on train
-      negatives) and distshift where the task has one;
-    - reference: the eval-awareness reference probe on each task's test split (shared by every
-      probe on that base model, so it is created once and reused; never tied to a submission).
-      While the base model has no scored reference but one is being measured, its runs are
-      planned now, beside this probe's own runs in the queue: once it is scored, the reference
-      update recomputes this probe's auroc_ea from them (or the probe, not scored yet, waits
-      for them) instead of queueing them behind everything submitted meanwhile.
-    """
-    probe = version.probe
-    splits = set(
-        TaskSplit.objects.filter(task__in=tasks, name__in=SCORE_SPLITS)
-        .filter(Q(base_model__isnull=True) | Q(base_model_id=probe.base_model_id))  # on-policy: its own
-        .values_list("task_id", "name")
-    )
-    planned = [
-        (version, Run.Kind.SCORE, task, split, probe.base_model_id)
-        for task in tasks
-        for split in SCORE_SPLITS
-        if (task.slug, split) in splits
-    ]
-    new = _runs_get_or_create(planned, submission=submission)
-    if probe.category_id != EVAL_AWARENESS:
-        ref = ea_reference_version(base_model=probe.base_model) or ea_reference_pending(
-            base_model=probe.base_model
-        )
-        if ref is not None:
-            readable, _ = tasks_applicable(version=ref, tasks=tasks)
-            new += _runs_get_or_create(
-                [(ref, Run.Kind.REFERENCE, task, "test", probe.base_model_id) for task in readable],
-                submission=None,
-            )
-    return new
+    """Create the runs that measure ``version`` on ``tasks`` (the score axis's) and the base model's
+    eval-awareness reference runs on them (the reference axis's: shared, never tied to a
+    submission); return the ones that need dispatching."""
+    planned = [*score.plan(version, tasks), *score.reference_plan(version, tasks)]
+    return _runs_get_or_create(planned, submission=submission)
 
 
-def _runs_get_or_create(planned, *, submission: Submission | None) -> list[EvaluationRun]:
+def _runs_get_or_create(planned: list[Planned], *, submission: Submission | None) -> list[EvaluationRun]:
     """(version, kind, task, split, base model) → the run outside any cycle, created if missing;
-    returns those to dispatch (created, or still queued)."""
+    returns those to dispatch (created, or still queued). A run is tied to ``submission`` when it
+    measures the submitted version (a shared reference run never is). A kind no axis declares is
+    refused (``leaderboard.axes.UnknownAxisError``): the field takes any declared kind."""
     new = []
     for version, kind, task, split, base_model_id in planned:
+        axis(kind)
+        own = submission is not None and version.pk == submission.probe_version_id
         run, created = EvaluationRun.objects.get_or_create(
             probe_version=version,
             kind=kind,
@@ -273,7 +147,7 @@ def _runs_get_or_create(planned, *, submission: Submission | None) -> list[Evalu
             split=split,
             base_model_id=base_model_id,
             cycle=None,
-            defaults={"submission": submission, "code_version": CODE_VERSION},
+            defaults={"submission": submission if own else None, "code_version": CODE_VERSION},
         )
         if created or run.status == Run.Status.QUEUED:
             new.append(run)
@@ -281,7 +155,7 @@ def _runs_get_or_create(planned, *, submission: Submission | None) -> list[Evalu
 
 
 def _publish(run_id: int, kind: str) -> None:
-    """Publish one run to its kind's queue (``leaderboard.policy.run_queue``): the runs the board
+    """Publish one run to its axis's queue (``leaderboard.axes.run_queue``): the runs the board
     ranks on to ``primary``, the secondary axes to ``secondary``."""
     current_app.tasks[EXECUTE_TASK].apply_async(args=[run_id], queue=run_queue(kind))
 
@@ -331,8 +205,8 @@ MAINTAINERS_WORK = Q(cycle__isnull=False) | Q(probe_version__probe__owner__syste
 
 
 def queue_kinds(queue: str) -> list[str]:
-    """The run kinds published to ``queue`` (``leaderboard.policy.run_queue``)."""
-    return [kind for kind in Run.Kind.values if run_queue(kind) == queue]
+    """The run kinds published to ``queue`` (each axis's queue)."""
+    return [a.name for a in AXES if a.queue == queue]
 
 
 def evaluation_run_next(*, queue: str, now: datetime | None = None) -> int | None:
@@ -500,7 +374,7 @@ def evaluation_run_execute(
         return "skipped"
     try:
         with Heartbeat(run) as beat:
-            outcome = runner.run_execute(run=run, progress=beat.progress)
+            outcome = axes.run_execute(run=run, progress=beat.progress)
     except RunLost:
         log.warning("run %s lost while running; another attempt owns it", run.pk)
         return "lost"

@@ -1,7 +1,8 @@
 """The score writer: turn finished runs into Score rows, from the stored per-example scores only
 (no model): per-task metrics (``evaluator.metrics.measure``), the aggregate measurements, the ProbeScore
 under every weights spec (``evaluator.metrics.scoring``), the reproduction mark and the declared-vs-measured
-gaps.
+gaps. The score runs (and the reference runs) are read here; every other axis's part of the Score is
+its summary (``leaderboard.axes``: each axis's ``summarise``, over its stored runs).
 
 Recomputing is cheap and deterministic, which is what lets a new eval-awareness reference probe
 or a new weights spec re-score every entry without rerunning a model. Imports only services.runs
@@ -17,7 +18,6 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from evaluator.axes.attack import GOODHART_KEY
 from evaluator.data.registry.licenses import LicenseSpec
 from evaluator.data.registry.tasks import EVAL_AWARENESS
 from evaluator.data.registry.weights import WeightsSpec as SpecData
@@ -31,6 +31,8 @@ from evaluator.metrics.measure import (
 )
 from evaluator.metrics.records import ScoreRecord, TaskRecord, aggregate_stored
 from evaluator.metrics.scoring import probe_score
+from leaderboard.axes import AXES
+from leaderboard.axes.base import AxisRuns, Summary
 from leaderboard.models import (
     EvaluationRun,
     License,
@@ -78,152 +80,6 @@ def _licenses() -> dict[str, LicenseSpec]:
     return {lic.spdx_id: LicenseSpec(lic.spdx_id, lic.name, lic.score) for lic in License.objects.all()}
 
 
-def steer_summary(runs: list[EvaluationRun]) -> dict[str, Any]:
-    """Direction utility folded into the stored measurements (beside the ProbeScore, never in
-    it): ``direction_utility`` (mean utility_z over the judged tasks; None when none is) and
-    ``steer``: per task the readout's validation, the chosen strength and its fluency, each
-    intervention's effect against the random directions, the prompting baseline and the
-    generated-text readout (the full steer JSON stays on the run)."""
-    from evaluator.axes.steer import direction_utility
-
-    tasks = {}
-    for run in runs:
-        result = (run.metrics or {}).get("steer") if run.status == Run.Status.SUCCEEDED else None
-        if not result or result.get("readout") is None:
-            continue
-        baseline = result.get("prompt_baseline") or {}
-        tasks[run.task_id] = {
-            "judged": bool(result.get("judged")),
-            "reason": result.get("reason", ""),
-            "utility_z": result.get("utility_z"),
-            "p_value": result.get("p_value"),
-            "readout_auroc": result["readout"]["auroc"],
-            "n": result["readout"]["n"],
-            "strength": result.get("strength"),
-            "perplexity_ratio": (result.get("fluency") or {}).get("ratio"),
-            "prompt_effect": baseline.get("effect"),
-            "generated": result.get("generated"),
-            **{
-                kind: {
-                    k: result[kind].get(k)
-                    for k in (
-                        "effect",
-                        "random_mean",
-                        "random_sd",
-                        "utility_z",
-                        "p_value",
-                        "z_spread",
-                        "random_effects",
-                    )
-                }
-                for kind in ("addition", "ablation")
-                if result.get(kind)
-            },
-        }
-    return {"direction_utility": direction_utility(list(tasks.values())), "steer": tasks}
-
-
-def stress_measurements(
-    stresses: dict[str, EvaluationRun], by_task: dict[str, dict[str, EvaluationRun]]
-) -> dict[str, Any]:
-    """The stress axis (beside the ProbeScore, never in it): each task's stress run read against
-    its clean train and test runs (evaluator.axes.stress), summed up by :func:`evaluator.axes.stress.stress_summary`;
-    the means wait while a stress run is still queued or running. {} when no stress run exists."""
-    from evaluator.axes.stress import stress_metrics, stress_summary
-
-    if not stresses:
-        return {}
-    per_task, pending = {}, []
-    for task_id, run in sorted(stresses.items()):
-        splits = by_task.get(task_id, {})
-        if run.status not in TERMINAL:
-            pending.append(task_id)
-            continue
-        if run.status != Run.Status.SUCCEEDED or "train" not in splits or "test" not in splits:
-            continue  # a failed stress run leaves the task out (its error is on the run)
-        train = ScoredExamples.from_records(splits["train"].example_scores)
-        test = ScoredExamples.from_records(splits["test"].example_scores)
-        stress = ScoredExamples.from_records(run.example_scores)
-        per_task[task_id] = stress_metrics(
-            train_negatives=train.scores[train.labels == 0],
-            test=(test.ids, test.labels, test.scores),
-            stress=(stress.ids, stress.labels, stress.scores),
-        )
-    return stress_summary(per_task, pending=pending)
-
-
-def robustness_measurements(
-    robust: dict[str, EvaluationRun], by_task: dict[str, dict[str, EvaluationRun]]
-) -> tuple[dict[str, Any], str]:
-    """The robustness axis: each task's robustness run (the attacked test positives' scores) read
-    against its clean train and test runs (:func:`evaluator.axes.attack.attack_metrics`), summed up by
-    :func:`evaluator.axes.attack.robustness_summary`; and why the Goodhart resistance is not measured
-    ("" when it is). ({}, reason) when no robustness run exists."""
-    from evaluator.axes.attack import attack_metrics, robustness_summary
-
-    if not robust:
-        return {}, "not measured: no attack applies (a contrast-pair probe, an encoder) or none was planned"
-    per_task, pending, failed = {}, [], []
-    for task_id, run in sorted(robust.items()):
-        splits = by_task.get(task_id, {})
-        if run.status not in TERMINAL:
-            pending.append(task_id)
-            continue
-        if run.status != Run.Status.SUCCEEDED or "train" not in splits or "test" not in splits:
-            failed.append(task_id)  # a failed robustness run leaves the task out (its error is on the run)
-            continue
-        train = ScoredExamples.from_records(splits["train"].example_scores)
-        test = ScoredExamples.from_records(splits["test"].example_scores)
-        attacked = ScoredExamples.from_records(run.example_scores)
-        attack = (run.metrics or {}).get("attack") or {}
-        train_negatives = train.scores[train.labels == 0]
-        per_task[task_id] = {
-            **attack_metrics(
-                train_negatives=train_negatives, test=(test.labels, test.scores), attacked=attacked.scores
-            ),
-            "steps": attack.get("steps"),
-            "steps_run": attack.get("steps_run"),
-            "steps_to_half": attack.get("steps_to_half"),
-            "curve": attack.get("curve") or [],
-            "transfer": _transfer_read((run.metrics or {}).get("transfer"), train_negatives, test),
-        }
-    summary = robustness_summary(per_task, pending=pending)
-    if summary[GOODHART_KEY] is not None:
-        return summary, ""
-    if pending:
-        return summary, f"pending: the attack on {', '.join(pending)} is not measured yet"
-    if failed and not per_task:
-        return summary, f"the attack failed on {', '.join(failed)}"
-    return summary, "the clean recall at 1% FPR is 0 on every task: nothing for an attack to take"
-
-
-def _transfer_read(
-    stored: dict[str, Any] | None, train_negatives: Any, test: ScoredExamples
-) -> dict[str, Any] | None:
-    """A robustness run's transfer attack, its recall recomputed from the stored scores (None: the
-    category has no reference probe on this model to make the suffix against)."""
-    from evaluator.axes.attack import attack_metrics
-
-    if not stored:
-        return None
-    about = {"source": stored.get("source"), "source_version": stored.get("source_version")}
-    if stored.get("self"):
-        return {**about, "self": True}
-    import numpy as np
-
-    m = attack_metrics(
-        train_negatives=train_negatives,
-        test=(test.labels, test.scores),
-        attacked=np.asarray(stored.get("scores") or [], dtype=np.float64),
-    )
-    return {
-        **about,
-        "self": False,
-        "recall_attacked": m["recall_attacked"],
-        "goodhart_resistance": m["goodhart_resistance"],
-    }
-
-
 def measurements_compute(
     *,
     version: ProbeVersion,
@@ -236,21 +92,13 @@ def measurements_compute(
     ``reference_runs``: task → the eval-awareness reference probe's run on that task's test split
     (empty when the base model has no reference probe).
     """
-    by_task: dict[str, dict[str, EvaluationRun]] = defaultdict(dict)
-    reproduce, transfers, steers, stresses, robust = None, [], [], {}, {}
+    by_kind: dict[str, list[EvaluationRun]] = defaultdict(list)
     for run in runs:
-        if run.kind == Run.Kind.SCORE and run.status == Run.Status.SUCCEEDED:
+        by_kind[run.kind].append(run)
+    by_task: dict[str, dict[str, EvaluationRun]] = defaultdict(dict)
+    for run in by_kind[Run.Kind.SCORE]:
+        if run.status == Run.Status.SUCCEEDED:
             by_task[run.task_id][run.split] = run
-        elif run.kind == Run.Kind.REPRODUCE:
-            reproduce = run
-        elif run.kind == Run.Kind.TRANSFER:
-            transfers.append(run)
-        elif run.kind == Run.Kind.STEER:
-            steers.append(run)
-        elif run.kind == Run.Kind.STRESS:
-            stresses[run.task_id] = run
-        elif run.kind == Run.Kind.ROBUSTNESS:
-            robust[run.task_id] = run
     ea_applicable = version.probe.category_id != EVAL_AWARENESS
     per_task, extras = {}, {}
     for task_id, splits in sorted(by_task.items()):
@@ -283,36 +131,22 @@ def measurements_compute(
     latencies = [e["latency"] for e in extras.values() if e.get("latency")]
     if not latencies:
         raise EvaluatorError("latency was not measured")
-    pearsons = [
-        r.metrics["transfer"]["pearson"]
-        for r in transfers
-        if r.status == Run.Status.SUCCEEDED and "transfer" in r.metrics
-    ]
-    failed_targets = [r.base_model_id for r in transfers if r.status == Run.Status.FAILED]
-    # a secondary run still queued (the board scores a probe once its primary runs are done)
-    pending_targets = [r.base_model_id for r in transfers if r.status not in TERMINAL]
-    robustness, goodhart_note = robustness_measurements(
-        {t: r for t, r in robust.items() if t in per_task}, by_task
+    # each axis's part, from its stored runs (every declared axis: one turned off keeps its runs)
+    summary = _summaries_merged(
+        [a.summarise(AxisRuns(runs=by_kind[a.name], clean=by_task)) for a in AXES if a.summarise is not None]
     )
     aggregate, imputed, measurements = aggregate_measurements(
         list(per_task.values()),
         lifts=[e["baselines"] for e in extras.values() if e.get("baselines")],
         latency_ms=sorted(lat["probe_ms"] for lat in latencies)[len(latencies) // 2],
         license_id=version.license_id,
-        transfer_pearsons=pearsons if transfers and not failed_targets and not pending_targets else None,
         has_recipe=version.recipe is not None,
         ea_applicable=ea_applicable,
         has_reference=bool(reference_runs),
         imputation=imputation,
-        goodhart=robustness.get(GOODHART_KEY),
-        goodhart_note=goodhart_note,
+        **summary.scored,
     )
-    if failed_targets:
-        imputed["rho_ce"] = f"transfer failed on {', '.join(failed_targets)}: default used"
-    elif pending_targets:
-        imputed["rho_ce"] = (
-            f"pending: transfer to {', '.join(pending_targets)} not measured yet (default used until it is)"
-        )
+    imputed.update(summary.imputed)
     tasks = {t.slug: t for t in Task.objects.filter(slug__in=list(per_task))}
     records = {}
     for task_id, tm in per_task.items():
@@ -345,25 +179,30 @@ def measurements_compute(
             if not t.measured_on(version.probe.base_model_id)
         ],
         latency=latencies[0],
-        transfer={r.base_model_id: r.metrics.get("transfer", {}).get("pearson") for r in transfers},
-        steer=steer_summary(steers),
-        stress=stress_measurements(stresses, by_task),
-        robustness=robustness,
         imputed=imputed,
+        **summary.stored,
     )
     return {
         "measurements": measurements,
         "aggregate": stored_aggregate,
         "per_task": records,
-        "reproduction": reproduce.metrics.get("reproduction")
-        if reproduce is not None and reproduce.status == Run.Status.SUCCEEDED
-        else None,
-        "reproduce_error": reproduce.error
-        if reproduce is not None and reproduce.status == Run.Status.FAILED
-        else "",
+        **summary.computed,
         "protocol": protocol,
         "environment": environment,
     }
+
+
+def _summaries_merged(summaries: list[Summary]) -> Summary:
+    """The axes' parts of the Score as one (each keyword is one axis's: two that fill the same one
+    are a declaration error)."""
+    merged: dict[str, dict[str, Any]] = {"stored": {}, "scored": {}, "imputed": {}, "computed": {}}
+    for summary in summaries:
+        for part, into in merged.items():
+            values = getattr(summary, part)
+            if clash := set(values) & set(into):
+                raise ValueError(f"two axes fill the score's {part} {sorted(clash)}")
+            into.update(values)
+    return Summary(**merged)
 
 
 def _text_lift(

@@ -37,6 +37,7 @@ from evaluator.core.probes import probe_from_bytes
 from evaluator.errors import ArtifactError, EvaluatorError
 from leaderboard import artifacts
 from leaderboard.accounts import probe_name_reserved
+from leaderboard.axes import PRIMARY_KINDS
 from leaderboard.errors import (
     Conflict,
     DuplicateArtifact,
@@ -46,7 +47,6 @@ from leaderboard.errors import (
     ValidationFailed,
 )
 from leaderboard.models import EvaluationRun, Probe, ProbeVersion, Score, Submission, Task, is_system_account
-from leaderboard.policy import PRIMARY_RUN_KINDS
 from leaderboard.presentation import duration_text
 from leaderboard.selectors.shared import SETTLED_STEP, is_ea_reference_candidate, submission_runs
 from leaderboard.selectors.submissions import queued_work
@@ -312,13 +312,13 @@ def submission_reject(*, submission: Submission, by, reason: str) -> Submission:
 
 def submission_advance(*, submission: Submission) -> Submission | None:
     """Score a submission as soon as the runs the board ranks on have finished (score and
-    reference runs, ``leaderboard.policy.PRIMARY_RUN_KINDS``), or fail it when a score run failed;
+    reference runs, ``leaderboard.axes.PRIMARY_KINDS``), or fail it when a score run failed;
     its secondary runs (transfer, reproduce, steer) may still be queued then: the Score marks what
     they measure as pending, and is recomputed as each of them finishes
     (:func:`submission_secondary_refresh`). Idempotent: returns the submission when it changed
     state, None otherwise."""
     runs = list(submission_runs(submission))
-    primary = [r for r in runs if r.kind in PRIMARY_RUN_KINDS]
+    primary = [r for r in runs if r.kind in PRIMARY_KINDS]
     if not primary or any(r.status not in TERMINAL for r in primary):
         done = sum(r.status in TERMINAL for r in runs)
         Submission.objects.filter(
@@ -397,7 +397,7 @@ def submission_secondary_refresh(*, submission: Submission) -> bool:
             .values_list("computed_at", flat=True)
             .first()
         )
-        finished = [r.finished_at for r in runs if r.kind not in PRIMARY_RUN_KINDS and r.finished_at]
+        finished = [r.finished_at for r in runs if r.kind not in PRIMARY_KINDS and r.finished_at]
         rescored = False
         if computed_at is not None and finished and max(finished) > computed_at:
             try:
@@ -424,7 +424,7 @@ def submissions_secondary_reconcile() -> int:
         .values("computed_at")[:1]
     )
     late = Run.objects.filter(submission=OuterRef("pk"), finished_at__gt=Subquery(newest_score)).exclude(
-        kind__in=PRIMARY_RUN_KINDS
+        kind__in=PRIMARY_KINDS
     )
     stale = Submission.objects.filter(status=Submission.Status.SCORED).filter(Exists(late))
     return sum(

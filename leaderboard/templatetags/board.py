@@ -12,9 +12,11 @@ import re
 from datetime import timedelta
 
 from django import template
+from django.urls import reverse
 from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from evaluator.metrics import metric_table
 from leaderboard.presentation import duration_text
 from leaderboard.templatetags.progress import pending_axes_html
 
@@ -198,13 +200,7 @@ def markdown(text):
     return mark_safe(render_markdown(text))  # every piece of input went through escape()
 
 
-# --------------------------------------------------------------------------- the board's rows
-# The board renders up to a hundred rows of ten cells on every request; built here with escape()
-# it takes a few milliseconds, where the same markup in template tags took about a hundred.
-
-
-def _e(value) -> str:
-    return escape("" if value is None else str(value))
+# --------------------------------------------------------------------------- a board row's badges
 
 
 _REFERENCE = SafeString(
@@ -256,146 +252,265 @@ def row_badges(row) -> SafeString:
     return format_html('<ul class="badges">{}</ul>', format_html_join("", "{}", ((item,) for item in out)))
 
 
-@register.simple_tag
-def lift(value, ci=None) -> str:
-    """A lift over text with its 95% interval in the title; ``≈0`` marks an interval that
-    includes 0 (the probe is not shown to beat the text-only baseline)."""
+# --------------------------------------------------------------------------- metric cells
+
+
+def _percent(value) -> str:
+    try:
+        return pct(value, 1)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+#: each of ``metric_table.FORMATS``: how a value is written
+_FORMATS = {
+    "digits": lambda v: num(v),
+    "percent": _percent,
+    "ms": lambda v: f"{sig(v)} ms",
+}
+
+
+def metric_text(value, fmt: str = "digits", ci=None) -> str:
+    """A metric's value as the pages write it (``fmt``: one of ``metric_table.FORMATS``; "—" when
+    it is missing), with its 95% interval ``ci`` in the title where one is given; ``≈0`` marks an
+    interval that includes 0 (the probe is not shown to beat the text)."""
     if value is None:
         return "—"
+    text = _FORMATS[fmt](value)
     if not ci:
-        return num(value)
+        return text
     lo, hi = ci
     if lo <= 0 <= hi:
         return format_html(
             '{} <abbr class="lift-ns" title="95% interval [{}, {}] includes 0: not shown to beat the'
             ' strongest text-only baseline">≈0</abbr>',
-            num(value),
+            text,
             num(lo),
             num(hi),
         )
-    return format_html('<span title="95% interval [{}, {}]">{}</span>', num(lo), num(hi), num(value))
+    return format_html('<span title="95% interval [{}, {}]">{}</span>', num(lo), num(hi), text)
 
 
-def _component_cell(row, key: str, label: str, measured_only: bool) -> str:
-    if key == "recall":  # the operating point: a measurement, not a ProbeScore component
-        return f'<td class="num recall" title="{_e(label)}">{num(row.recall)}</td>'
-    if key == "lift":  # lift over text: a measurement, not a ProbeScore component
-        return (
-            f'<td class="num lift" title="{_e(label)}">{lift(row.lift_over_text, row.lift_over_text_ci)}</td>'
-        )
-    if key == "controlled":  # beside the ProbeScore, never in it
-        cell = lift(row.controlled_auroc, row.controlled_auroc_ci)
-        return f'<td class="num controlled" title="{_e(label)}">{cell}</td>'
-    if key == "borda":  # a second order of the category board, beside the ProbeScore
-        return f'<td class="num borda" title="{_e(label)}">{row.borda_rank if row.borda_rank is not None else "—"}</td>'
-    if key == "delta":
-        if row.rank_delta is None:
-            return '<td class="num delta na"><abbr title="not measured in the latest quarterly cycle">—</abbr></td>'
-        where = f"{label} · {row.rank_delta_quarter}"
-        return f'<td class="num delta" title="{_e(where)}">{row.rank_delta:+d}</td>'
-    if key == "utility":  # direction utility: beside the ProbeScore, never in it
-        if row.direction_utility is None:
-            return '<td class="num utility na"><abbr title="not measured: no readout task or not a linear probe on a decoder">n/a</abbr></td>'
-        return f'<td class="num utility" title="{_e(label)}">{num(row.direction_utility)}</td>'
-    if key == "stress":  # beside the ProbeScore, never in it
-        if row.stress_auroc is None:
-            return '<td class="num stress na"><abbr title="not measured: no task of its with a stress split, or pending">n/a</abbr></td>'
-        return f'<td class="num stress" title="{_e(label)}">{num(row.stress_auroc)}</td>'
+@register.simple_tag
+def metric_cell(value, fmt="digits", ci=None, css="num", title="", na="") -> SafeString:
+    """``{% metric_cell value fmt ci=… %}``: the one way a metric's value becomes a table cell (the
+    board's metric columns, the compare page, the probe and task pages): a ``<td>`` of class
+    ``css`` holding :func:`metric_text`, titled ``title``; a missing value with an ``na`` note shows
+    as "n/a" with the note."""
+    if value is None and na:
+        return format_html('<td class="{} na"><abbr title="{}">n/a</abbr></td>', css, na)
+    if title:
+        return format_html('<td class="{}" title="{}">{}</td>', css, title, metric_text(value, fmt, ci))
+    return format_html('<td class="{}">{}</td>', css, metric_text(value, fmt, ci))
+
+
+@register.simple_tag
+def metric_label(name: str) -> str:
+    """``{% metric_label "recall_at_1pct_fpr" %}``: a metric's label, from the metric table."""
+    return metric_table.metric(name).label
+
+
+@register.simple_tag
+def metric_definition(name: str) -> str:
+    """``{% metric_definition "recall_at_1pct_fpr" %}``: a metric's definition, from the metric table."""
+    return metric_table.metric(name).definition
+
+
+# --------------------------------------------------------------------------- the board's rows
+# The board renders up to a hundred rows of twenty cells on every request, each cell through
+# format_html (the metric cells through metric_cell).
+
+
+def _component_cell(row, key: str, label: str, measured_only: bool, flat: str) -> SafeString:
     c = row.components.get(key)
     if not c:
-        return '<td class="num">—</td>'
-    contribution = f"<small>+{num(c.get('contribution'))}</small>"
+        return format_html('<td class="{}num">—</td>', flat)
+    contribution = format_html("<small>+{}</small>", num(c.get("contribution")))
+    note = c.get("note") or ""
     if key == "auroc_ea" and row.ea_not_applicable:
-        note = c.get("note") or "not applicable to eval-awareness probes: raw AUROC used"
-        return f'<td class="num na"><abbr title="{_e(note)}">n/a</abbr>{contribution}</td>'
+        note = note or "not applicable to eval-awareness probes: raw AUROC used"
+        return format_html(
+            '<td class="{}num na"><abbr title="{}">n/a</abbr>{}</td>', flat, note, contribution
+        )
     if c.get("imputed") and measured_only:
-        return (
-            f'<td class="num imputed excluded"><span title="{_e(c.get("note"))}">imputed</span>'
-            "<small>excluded</small></td>"
+        return format_html(
+            '<td class="{}num imputed excluded"><span title="{}">imputed</span><small>excluded</small></td>',
+            flat,
+            note,
         )
     title = label
     if c.get("raw") is not None:
         title += f" · measured {sig(c['raw'])} ms" if key == "latency" else f" · measured {num(c['raw'], 4)}"
-    if c.get("note"):
-        title += f" · {c['note']}"
-    mark = f'<abbr class="imp-mark" title="imputed: {_e(c.get("note"))}">*</abbr>' if c.get("imputed") else ""
-    ci = ""
+    if note:
+        title += f" · {note}"
+    mark = (
+        format_html('<abbr class="imp-mark" title="imputed: {}">*</abbr>', note) if c.get("imputed") else ""
+    )
+    ci: SafeString | str = ""
     if key == "auroc" and row.auroc_ci:
         kind = " (mean of the per-task bootstrap bounds)" if row.auroc_ci_kind == "mean-of-tasks" else ""
-        ci = f'<small class="ci" title="95% interval{kind}">[{num(row.auroc_ci[0], 2)}, {num(row.auroc_ci[1], 2)}]</small>'
+        ci = format_html(
+            '<small class="ci" title="95% interval{}">[{}, {}]</small>',
+            kind,
+            num(row.auroc_ci[0], 2),
+            num(row.auroc_ci[1], 2),
+        )
     cls = "num imputed" if c.get("imputed") else "num"
-    return f'<td class="{cls}" title="{_e(title)}">{num(c.get("value"))}{mark}{contribution}{ci}</td>'
+    return format_html(
+        '<td class="{}{}" title="{}">{}{}{}{}</td>',
+        flat,
+        cls,
+        title,
+        num(c.get("value")),
+        mark,
+        contribution,
+        ci,
+    )
+
+
+def _value_cell(row, column, measured_only: bool) -> SafeString:
+    """One value cell of a board row: a metric's own column (:func:`metric_cell`), one of the
+    category board's other orders, or a component. A column whose entries all show one value is
+    muted (the header and a note under the table say why)."""
+    flat = "flat " if column["flat"] else ""
+    m = column["metric"]
+    if m is not None:
+        return metric_cell(
+            row.metrics.get(m.name),
+            m.fmt,
+            ci=row.metric_cis.get(m.name),
+            css=f"{flat}num {column['key']}",
+            title=m.label,
+            na=m.column.na,
+        )
+    if column["key"] == "borda":  # a second order of the category board, beside the ProbeScore
+        borda = row.borda_rank if row.borda_rank is not None else "—"
+        return format_html('<td class="{}num borda" title="{}">{}</td>', flat, column["label"], borda)
+    if column["key"] == "delta":
+        if row.rank_delta is None:
+            return format_html(
+                '<td class="{}num delta na"><abbr title="not measured in the latest quarterly cycle">—</abbr></td>',
+                flat,
+            )
+        where = f"{column['label']} · {row.rank_delta_quarter}"
+        return format_html('<td class="{}num delta" title="{}">{}</td>', flat, where, f"{row.rank_delta:+d}")
+    return _component_cell(row, column["key"], column["label"], measured_only, flat)
+
+
+_NOT_RANKED = SafeString('<span title="deprecated entries are not ranked">—</span>')
+
+
+def _rank_cell(row, compare: str | None) -> SafeString:
+    classes = ("deprecated" if row.deprecated else "") + (" leaked" if row.leakage else "")
+    if row.rank:
+        rank = format_html("{}", row.rank)
+    else:
+        rank = _NOT_RANKED
+    interval = getattr(row, "rank_interval", None) if not row.deprecated else None
+    if interval:
+        classes += f" tie-group tg{interval['tie_group'] % 2}"
+        rank = format_html(
+            '{}<small class="rank-ci" title="95% rank interval (paired bootstrap over the test rows); '
+            'tie group {}">{}–{}</small>',
+            rank,
+            interval["tie_group"],
+            interval["rank_lo"],
+            interval["rank_hi"],
+        )
+        if interval["tied_for_first"]:
+            rank = format_html(
+                '{}<span class="badge ok tied" title="its 95% rank interval includes 1, as does another '
+                "entry's: the data do not single out a leader\">tied for first</span>",
+                rank,
+            )
+    if compare:
+        change = row.rank_change
+        if change is not None:
+            direction = " up" if change > 0 else (" down" if change < 0 else "")
+            rank = format_html(
+                '{}<small class="change{}" title="rank {} under {} (total {})">{}</small>',
+                rank,
+                direction,
+                row.compare_rank,
+                compare,
+                num(row.compare_total),
+                signed(change),
+            )
+        else:
+            rank = format_html(
+                '{}<small class="change" title="not ranked under {}">new</small>', rank, compare
+            )
+    return format_html('<tr class="{}"><td class="num rank">{}</td>', classes.strip(), rank)
+
+
+def _total_cell(row, measured_only: bool) -> SafeString:
+    if measured_only:
+        return format_html(
+            '<td class="num total"><strong>{}</strong><small>total {}</small></td>',
+            num(row.measured_total),
+            num(row.total),
+        )
+    interval = getattr(row, "rank_interval", None) if not row.deprecated else None
+    if interval:
+        return format_html(
+            '<td class="num total"><strong>{}</strong><small class="ci" title="95% bootstrap interval of the'
+            ' ProbeScore">[{}, {}]</small></td>',
+            num(row.total),
+            num(interval["score_lo"], 2),
+            num(interval["score_hi"], 2),
+        )
+    return format_html('<td class="num total"><strong>{}</strong></td>', num(row.total))
 
 
 @register.simple_tag
-def board_rows(board, rows, headers):
+def board_rows(board, rows, headers) -> SafeString:
     """The <tr> elements of the board table (see _board_table.html for the header)."""
-    from django.urls import reverse
-
     measured_only = board.query.measured_only
     compare = board.compare.version if board.compare else None
-    columns = [(h["key"], h["label"], bool(h.get("flat"))) for h in headers[1:]]
+    columns = [
+        {"key": h["key"], "label": h["label"], "flat": bool(h.get("flat")), "metric": h.get("metric")}
+        for h in headers[1:]
+    ]
     probe_url = reverse("leaderboard:probe", args=["__slug__"])
     model_url = reverse("leaderboard:model", args=["__slug__"])
     out = []
     for row in rows:
-        classes = ("deprecated" if row.deprecated else "") + (" leaked" if row.leakage else "")
-        rank = str(row.rank) if row.rank else '<span title="deprecated entries are not ranked">—</span>'
-        interval = getattr(row, "rank_interval", None) if not row.deprecated else None
-        if interval:
-            classes += f" tie-group tg{interval['tie_group'] % 2}"
-            rank += (
-                f'<small class="rank-ci" title="95% rank interval (paired bootstrap over the test rows); '
-                f'tie group {interval["tie_group"]}">{interval["rank_lo"]}–{interval["rank_hi"]}</small>'
-            )
-            if interval["tied_for_first"]:
-                rank += (
-                    '<span class="badge ok tied" title="its 95% rank interval includes 1, as does another '
-                    "entry's: the data do not single out a leader\">tied for first</span>"
-                )
-        if compare:
-            change = row.rank_change
-            if change is not None:
-                direction = " up" if change > 0 else (" down" if change < 0 else "")
-                rank += (
-                    f'<small class="change{direction}" title="rank {row.compare_rank} under {_e(compare)} '
-                    f'(total {num(row.compare_total)})">{signed(change)}</small>'
-                )
-            else:
-                rank += f'<small class="change" title="not ranked under {_e(compare)}">new</small>'
-        meta = f"v{row.version} · {_e(row.license)}"
+        meta = f"v{row.version} · {row.license}"
         if row.authors:
-            meta += " · " + _e(", ".join(str(a) for a in row.authors))
+            meta += " · " + ", ".join(str(a) for a in row.authors)
         if board.category is None:
-            meta += " · " + _e(label(row.category))
+            meta += " · " + label(row.category)
         reason = (
-            f'<div class="reason">Deprecated: {_e(row.deprecated_reason)}</div>'
+            format_html('<div class="reason">Deprecated: {}</div>', row.deprecated_reason)
             if row.deprecated and row.deprecated_reason
             else ""
         )
-        if measured_only:
-            total = f"<strong>{num(row.measured_total)}</strong><small>total {num(row.total)}</small>"
-        else:
-            total = f"<strong>{num(row.total)}</strong>"
-            if interval:
-                total += (
-                    f'<small class="ci" title="95% bootstrap interval of the ProbeScore">'
-                    f"[{num(interval['score_lo'], 2)}, {num(interval['score_hi'], 2)}]</small>"
-                )
-        cells = "".join(
-            # a column whose entries all show one value is muted (the header and a note say why)
-            _component_cell(row, key, lab, measured_only).replace('<td class="', '<td class="flat ', 1)
-            if flat
-            else _component_cell(row, key, lab, measured_only)
-            for key, lab, flat in columns
+        probe = format_html(
+            '<th scope="row" class="probe"><input type="checkbox" class="pick" name="p" value="{}" '
+            'form="compare-form" aria-label="pick {} to compare"><a href="{}">{}</a>'
+            '<div class="meta">{}</div>{}{}</th>',
+            row.probe,
+            row.name,
+            probe_url.replace("__slug__", row.probe),
+            row.name,
+            meta,
+            row_badges(row),
+            reason,
         )
+        model = format_html(
+            '<td><a href="{}">{}</a></td>',
+            model_url.replace("__slug__", row.base_model),
+            row.base_model_name,
+        )
+        cells = [_value_cell(row, c, measured_only) for c in columns]
         out.append(
-            f'<tr class="{classes.strip()}"><td class="num rank">{rank}</td>'
-            f'<th scope="row" class="probe"><input type="checkbox" class="pick" name="p" value="{_e(row.probe)}" '
-            f'form="compare-form" aria-label="pick {_e(row.name)} to compare">'
-            f'<a href="{probe_url.replace("__slug__", _e(row.probe))}">{_e(row.name)}</a>'
-            f'<div class="meta">{meta}</div>{row_badges(row)}{reason}</th>'
-            f'<td><a href="{model_url.replace("__slug__", _e(row.base_model))}">{_e(row.base_model_name)}</a></td>'
-            f'<td class="num total">{total}</td>{cells}</tr>'
+            format_html(
+                "{}{}{}{}" + "{}" * len(cells) + "</tr>",
+                _rank_cell(row, compare),
+                probe,
+                model,
+                _total_cell(row, measured_only),
+                *cells,
+            )
         )
-    return mark_safe("\n".join(out))  # every value above went through _e()/escape() or num()
+    return format_html("\n".join(["{}"] * len(out)), *out)

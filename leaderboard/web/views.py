@@ -18,32 +18,26 @@ from django.shortcuts import render
 from evaluator.data.registry.weights import COMPONENTS
 from evaluator.errors import EvaluatorError
 from evaluator.metrics import metric_table
+from evaluator.metrics.records import AggregateRecord
 from leaderboard.errors import QueryError
 from leaderboard.http import public_cache
 from leaderboard.inputs import CompareQueryInput, ProbeQueryInput, board_query, query_parse
 from leaderboard.policy import SATURATED_AUROC
 from leaderboard.presentation import (
-    COLUMN_HELP,
     COMPONENT_LABELS,
     FLAT_RULE,
     POLICY,
+    column_help_list,
     column_tooltip,
     flat_column_note,
     methodology_html,
 )
 from leaderboard.selectors import cycles, registry
-from leaderboard.selectors.board import (
-    BOARD_STATUSES,
-    Board,
-    BoardColumns,
-    board_columns,
-    board_details_attach,
-    board_filter_choices,
-    board_get,
-    board_overview,
-    category_tabs,
-)
-from leaderboard.selectors.compare import SIDE_BY_SIDE, CompareQueryError, probes_compare, uncertainty_method
+from leaderboard.selectors.board.columns import BoardColumns, board_column_list, board_columns
+from leaderboard.selectors.board.get import board_get, board_overview, category_tabs
+from leaderboard.selectors.board.query import BOARD_STATUSES, board_filter_choices
+from leaderboard.selectors.board.rows import Board, board_details_attach
+from leaderboard.selectors.compare import CompareQueryError, compare_rows, probes_compare, uncertainty_method
 from leaderboard.selectors.cycles import (
     leakage_public_list,
     reevaluation_detail,
@@ -95,29 +89,23 @@ def _with(params, **changes) -> str:
 
 
 def _sort_headers(board: Board, params, stats: BoardColumns) -> list[dict]:
-    """The sortable column headers: label, weight, link, aria-sort, the column's explanation
-    (presentation.COLUMN_HELP, also on the methodology page) and, for a column whose entries all
-    show the same value, a note saying so. On a saturated board (most entries at the AUROC
-    ceiling) the value columns are ordered by how much they separate the entries."""
+    """The column headers (selectors.board.columns.board_column_list: the scores, the components,
+    the metric table's board columns, the other orders): label, weight, link, aria-sort, the
+    column's explanation (presentation.column_help, also on the methodology page) and, for a column
+    whose entries all show the same value, a note saying so. On a saturated board (most entries at
+    the AUROC ceiling) the value columns are ordered by how much they separate the entries."""
     q = board.query
     columns: list[dict[str, Any]] = [
-        {"key": "score", "label": "ProbeScore", "short": "ProbeScore", "weight": None}
+        {
+            "key": c.key,
+            "label": c.label,
+            "short": c.short,
+            "weight": c.weight,
+            "metric": c.metric,
+            "sortable": c.metric is None or c.metric.column is None or c.metric.column.sortable,
+        }
+        for c in board_column_list(board)
     ]
-    if q.measured_only:
-        columns[0] |= {"key": "measured", "label": "Measured-only score", "short": "Measured"}
-    columns += [
-        {"key": c["name"], "label": c["label"], "short": c["short"], "weight": c["weight"]}
-        for c in board.components
-    ]
-    columns.append({"key": "recall", "label": "Recall at 1% FPR", "short": "Recall@1%FPR", "weight": None})
-    columns.append({"key": "lift", "label": "Lift over text", "short": "Lift/text", "weight": None})
-    columns.append({"key": "controlled", "label": "Controlled AUROC", "short": "Ctrl AUROC", "weight": None})
-    columns.append({"key": "utility", "label": "Direction utility", "short": "Dir. utility", "weight": None})
-    columns.append(
-        {"key": "stress", "label": "Stress AUROC (worst transform)", "short": "Stress", "weight": None}
-    )
-    columns.append({"key": "borda", "label": "Borda rank", "short": "Borda", "weight": None})
-    columns.append({"key": "delta", "label": "Rank delta (holdout − test)", "short": "Δrank", "weight": None})
     if stats.saturated:
         by_key = {c["key"]: c for c in columns[1:]}
         columns = columns[:1] + [by_key[k] for k in stats.separating_first(list(by_key))]
@@ -125,7 +113,9 @@ def _sort_headers(board: Board, params, stats: BoardColumns) -> list[dict]:
     headers = []
     for col in columns:
         active = q.sort == col["key"]
-        if active:
+        if not col["sortable"]:
+            href, aria = "", "none"
+        elif active:
             flip = "asc" if q.descending else "desc"
             href = _with(params, sort=col["key"], dir=flip, page=None)
             aria = "descending" if q.descending else "ascending"
@@ -222,9 +212,9 @@ def _history_points(history) -> list[dict]:
     ]
 
 
-def _steer_charts(measurements: dict) -> dict:
+def _steer_charts(measurements: AggregateRecord) -> dict:
     """Direction utility on the probe page: each intervention's effect against the random spread."""
-    steer = measurements.get("steer") or {}
+    steer = measurements.steer.tasks if measurements.steer else {}
     if not any(r.get("judged") for r in steer.values()):
         return {"steer_addition": None, "steer_ablation": None}
     rows = {
@@ -249,11 +239,10 @@ def _steer_charts(measurements: dict) -> dict:
     }
 
 
-def _attack_chart(measurements: dict):
+def _attack_chart(measurements: AggregateRecord):
     """The robustness section's plot: recall under attack against the steps, per task."""
-    curves = {
-        t: r["curve"] for t, r in sorted((measurements.get("robustness") or {}).items()) if r.get("curve")
-    }
+    robustness = measurements.robustness.tasks if measurements.robustness else {}
+    curves = {t: r["curve"] for t, r in sorted(robustness.items()) if r.get("curve")}
     return plots.attack_svg(curves) if curves else None
 
 
@@ -267,12 +256,13 @@ def probe(request, slug):
     roc = {r.task: r.result["roc"] for r in detail.results if r.result.get("roc")}
     reliability = {r.task: r.result["reliability"] for r in detail.results if r.result.get("reliability")}
     history = _history_points(detail.history)
+    measurements = AggregateRecord.from_stored(detail.score.measurements if detail.score else None)
     charts = {
         "roc": plots.roc_svg(roc) if roc else None,
         "reliability": plots.reliability_svg(reliability) if reliability else None,
         "history": plots.history_svg(history) if history else None,
-        **_steer_charts((detail.score.measurements if detail.score else None) or {}),
-        "attack": _attack_chart((detail.score.measurements if detail.score else None) or {}),
+        **_steer_charts(measurements),
+        "attack": _attack_chart(measurements),
     }
     components = (
         [
@@ -349,12 +339,11 @@ def model(request, slug):
 
 @public_cache
 def methodology(request):
-    columns = [{"key": key, **help} for key, help in COLUMN_HELP.items()]
     context = registry.methodology() | {
         # the prose (docs/METHODOLOGY.md; raw HTML in it is escaped), above the numbers in force
         "methodology_text": methodology_html(),
         "uncertainty": uncertainty_method(),
-        "columns": columns,
+        "columns": column_help_list(),
         "flat_rule": FLAT_RULE,
         "metrics": metric_table.metrics(),
         "reliability": reliability_rows(),
@@ -363,19 +352,6 @@ def methodology(request):
 
 
 # --------------------------------------------------------------------------- compare
-
-#: aggregate measurements shown side by side on the compare page (Score.measurements keys)
-COMPARE_OVERALL = (
-    ("auroc", "AUROC (mean over tasks)", ""),
-    ("auroc_ea", "AUROC-EA", ""),
-    ("auroc_ds", "AUROC-DS", ""),
-    ("ece", "ECE", ""),
-    ("recall_at_1pct_fpr", "Recall@1%FPR", ""),
-    ("lift_over_text", "Lift over text (AUROC − strongest text baseline's AUROC)", ""),
-    ("controlled_auroc", "Controlled AUROC (added over the text controls)", ""),
-    ("fpr_at_1pct_threshold", "test FPR at that threshold", ""),
-    ("latency_ms", "Latency", "ms"),
-)
 
 
 @public_cache
@@ -403,13 +379,18 @@ def compare(request):
     sides = (c.a, c.b)
     overall = [
         {
-            "label": label,
-            "kind": kind,
-            "values": [((s.score.measurements or {}).get(key) if s.score else None) for s in sides],
+            "row": row,
+            "values": [((s.score.measurements or {}).get(row.key) if s.score else None) for s in sides],
         }
-        for key, label, kind in COMPARE_OVERALL
+        for row in compare_rows()
     ]
-    context = {"c": c, "sides": sides, "overall": overall, "charts": charts, "side_by_side": SIDE_BY_SIDE}
+    context = {
+        "c": c,
+        "sides": sides,
+        "overall": overall,
+        "charts": charts,
+        "side_by_side": compare_rows(per_task=True),
+    }
     return render(request, "leaderboard/compare.html", context)
 
 

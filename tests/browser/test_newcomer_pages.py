@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from leaderboard.presentation import COLUMN_HELP
+from leaderboard.presentation import column_help
 from tests.browser.conftest import needs_chromium
 from tests.leaderboard.board_data import MODEL_B, ensure_models, ensure_tasks, public_probe
 
@@ -56,7 +56,7 @@ def test_a_newcomer_meets_explained_pages_without_errors(live_server, board, pag
     assert {"rank", "score", "auroc", "latency", "recall", "lift", "utility"} <= set(keys)
     for key in keys:
         title = page.locator(f'table#board thead th[data-col="{key}"]').get_attribute("title")
-        assert title.startswith(COLUMN_HELP[key]["label"] + ":"), key
+        assert title.startswith(column_help(key)["label"] + ":"), key
     # every latency is under 1 ms: the column is muted and says so, once, under the table
     assert "flat" in page.locator('th[data-col="latency"]').get_attribute("class")
     assert page.locator('p.flat-column[data-col="latency"]').is_visible()

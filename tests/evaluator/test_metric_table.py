@@ -119,7 +119,7 @@ def test_the_clients_tolerances_follow_the_table(tmp_path):
 
 def test_the_export_columns_are_the_exported_rows(one_more_row):
     pytest.importorskip("django")
-    from leaderboard.api.read import export_columns
+    from leaderboard.api.read.exports import export_columns
 
     cols = export_columns()
     assert one_more_row.name in cols

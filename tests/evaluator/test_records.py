@@ -1,6 +1,6 @@
 """The stored score's typed records (evaluator/metrics/records.py) and the committed JSON Schemas
-(evaluator/schemas/): round trips, both spellings of a task's results, and the evaluate
-command's JSON against its schema. A stored score written by the score writer is validated in
+(evaluator/schemas/): round trips, both spellings of a task's results, the evaluate command's
+JSON against its schema, and the one decoder of stored per-example rows. A stored score written by the score writer is validated in
 tests/leaderboard/test_score_records.py."""
 
 from __future__ import annotations
@@ -18,8 +18,16 @@ from evaluator.axes.latency import LatencyResult
 from evaluator.axes.run import RunResult
 from evaluator.core import applicability
 from evaluator.data.registry.load import load_registry
+from evaluator.errors import MetricInputError
 from evaluator.metrics import records
-from evaluator.metrics.measure import ScoredExamples, aggregate_measurements, declared_gaps, task_metrics
+from evaluator.metrics.measure import (
+    ExampleRecord,
+    ScoredExamples,
+    aggregate_measurements,
+    declared_gaps,
+    example_records,
+    task_metrics,
+)
 from evaluator.metrics.records import ScoreRecord, TaskRecord, measurements_from_stored
 from evaluator.metrics.scoring import probe_score
 from tests.evaluator.conftest import PROJECT_ROOT
@@ -259,3 +267,17 @@ def test_the_schemas_name_the_probe_vocabulary_of_evaluator_applicability():
 @pytest.mark.parametrize("name", ["score", "evaluation"])
 def test_the_schemas_are_valid_json_schemas(name):
     jsonschema.Draft202012Validator.check_schema(records.schema(name))
+
+
+def test_a_stored_per_example_row_is_decoded_in_one_place():
+    ex = examples(6)
+    rows = json.loads(json.dumps(ex.to_records()))
+    again = ScoredExamples.from_records(rows)
+    assert again.ids == ex.ids and again.labels.tolist() == ex.labels.tolist()
+    assert again.scores.tolist() == ex.scores.tolist() and again.probs.tolist() == ex.probs.tolist()
+    first = ExampleRecord(ex.ids[0], int(ex.labels[0]), float(ex.scores[0]), float(ex.probs[0]))
+    assert example_records(rows)[0] == first and first.to_dict() == rows[0]
+    row = ExampleRecord.from_dict({"id": 7, "label": "1", "score": 2})
+    assert row.to_dict() == {"id": "7", "label": 1, "score": 2.0, "prob": None}
+    with pytest.raises(MetricInputError, match="no prob"):
+        ScoredExamples.from_records([{"id": "a", "label": 0, "score": 0.1}])

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from leaderboard.axes.robustness import robustness_measurements
 from leaderboard.models import EvaluationRun, Score, Submission
-from leaderboard.services.scores import robustness_measurements
 from tests.integration.conftest import SOURCE, settled, submit_dir, wait_for
 
 # minutes on 2 shared cores (score, reproduce and a 100-step attack per task on SmolLM2): -m slow

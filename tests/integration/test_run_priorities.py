@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from leaderboard.axes import run_queue
 from leaderboard.models import EvaluationRun, Task
-from leaderboard.policy import PRIMARY_QUEUE, SECONDARY_QUEUE, run_queue
+from leaderboard.policy import PRIMARY_QUEUE, SECONDARY_QUEUE
 from leaderboard.registry_sync import registry_sync
 from leaderboard.services.runs import evaluation_runs_dispatch_on_commit
 from tests.factories import ProbeVersionFactory

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from leaderboard.axes.stress import stress_measurements
 from leaderboard.models import EvaluationRun, Score, Submission
-from leaderboard.services.scores import stress_measurements
 from tests.integration.conftest import SOURCE, settled, submit_dir, wait_for
 
 # a few minutes on 2 shared cores (score, reproduce and stress runs on SmolLM2): -m slow

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from leaderboard import models as m
-from leaderboard.selectors.board import weights_spec_list
+from leaderboard.selectors.board.query import weights_spec_list
 from tests.factories import (
     BaseModelFactory,
     ProbeFactory,

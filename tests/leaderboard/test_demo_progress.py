@@ -191,7 +191,7 @@ def test_the_worker_log_names_a_failed_run_its_task_and_the_error(registry, monk
     def fail(*, run, progress):
         raise EvaluatorError("unknown template 'contrast_pair'; accepted: single")
 
-    monkeypatch.setattr(runs.runner, "run_execute", fail)
+    monkeypatch.setattr(runs.axes, "run_execute", fail)
     with caplog.at_level(logging.WARNING, logger="leaderboard.services.runs"):
         assert (
             runs.evaluation_run_execute(run_id=queued.pk, worker="w@h", on_finished=lambda run: None)

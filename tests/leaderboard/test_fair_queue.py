@@ -13,7 +13,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from evaluator.errors import InfrastructureError
-from leaderboard import artifacts, runner
+from leaderboard import artifacts, axes
 from leaderboard.models import EvaluationRun, Probe, ProbeVersion, Submission
 from leaderboard.policy import MAX_ATTEMPTS, PRIMARY_QUEUE, RUN_RETRY_BACKOFF_MAX_S, SECONDARY_QUEUE
 from leaderboard.presentation import duration_text
@@ -158,7 +158,7 @@ def test_the_run_task_retries_the_run_that_faulted_not_the_one_its_message_names
     def no_disk(*, run, progress):
         raise InfrastructureError("No space left on device")
 
-    monkeypatch.setattr(runner, "run_execute", no_disk)
+    monkeypatch.setattr(axes, "run_execute", no_disk)
     assert evaluation_run_execute_task.delay(named.pk).get() == "failed"
     fair.refresh_from_db()
     named.refresh_from_db()

@@ -420,7 +420,8 @@ def test_a_version_without_a_submission_row_is_not_public(client, board):
 def test_the_ranking_numbers_come_from_the_stored_components(board, values):
     """The board reads only a few numbers of each Score's components for ranking; they must be the
     stored ones (both the light path and the one with every component value)."""
-    from leaderboard.selectors.board import BoardQuery, board_get
+    from leaderboard.selectors.board.get import board_get
+    from leaderboard.selectors.board.query import BoardQuery
 
     result = board_get(query=BoardQuery(category="hallucination"), values=values)
     for row in result.rows:

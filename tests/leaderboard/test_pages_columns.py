@@ -7,7 +7,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from leaderboard.presentation import COLUMN_HELP, column_tooltip
+from leaderboard.presentation import column_help, column_tooltip
 from tests.leaderboard.board_data import MODEL_B, ensure_models, ensure_tasks, public_probe
 
 
@@ -48,7 +48,7 @@ def test_every_board_column_has_a_tooltip_and_its_explanation_on_the_methodology
     assert ("measured" if params else "score") in headers
     methodology = htmllib.unescape(get(client, reverse("leaderboard:methodology")))
     for key, tag in headers.items():
-        help = COLUMN_HELP[key]
+        help = column_help(key)
         # the header's tooltip is the column's explanation: what, unit, range, interval
         assert title_of(tag).startswith(column_tooltip(key)), key
         for field in ("what", "unit", "range", "interval", "zero", "top", "score"):
@@ -142,10 +142,11 @@ def test_a_single_entry_is_not_called_flat(client, registry):
 
 def test_each_metric_column_and_the_api_say_its_definition_version(client, registry):
     from evaluator.metrics import metric_table
-    from leaderboard.presentation import COLUMN_METRIC, column_tooltip
 
-    for key, name in COLUMN_METRIC.items():
-        assert f"Definition version {metric_table.metric(name).version}." in column_tooltip(key)
+    for m in metric_table.metrics():
+        for key in (m.component, m.column.key if m.column else ""):
+            if key:
+                assert f"Definition version {m.version}." in column_tooltip(key), key
     assert "Definition version 2." in column_tooltip("lift")  # the lift over the panel is version 2
     versions = client.get("/api/v1/leaderboard").json()["metric_versions"]
     assert versions == {m.name: m.version for m in metric_table.metrics()} and versions["lift_over_text"] == 2

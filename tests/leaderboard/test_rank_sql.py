@@ -13,15 +13,11 @@ from django.test.utils import CaptureQueriesContext
 from evaluator.data.registry.weights import COMPONENTS
 from evaluator.metrics.scoring import ranking_key
 from leaderboard import models as m
-from leaderboard.selectors.board import (
-    BoardQuery,
-    BoardRow,
-    RankedRows,
-    board_get,
-    board_rows,
-    resolve_spec,
-    weights_spec_list,
-)
+from leaderboard.selectors.board.get import board_get
+from leaderboard.selectors.board.query import BoardQuery, resolve_spec, weights_spec_list
+from leaderboard.selectors.board.ranked import RankedRows
+from leaderboard.selectors.board.rows import BoardRow, board_rows
+from leaderboard.selectors.board.sorting import rows_sort
 from tests.leaderboard.board_data import MODEL_B, ensure_models, ensure_tasks, public_probe
 
 pytestmark = pytest.mark.django_db
@@ -77,11 +73,9 @@ def python_rank(rows: list[BoardRow], *, measured_only: bool = False) -> list[Bo
 
 def python_board(query: BoardQuery):
     """The reference: every entry read and ranked in Python, sorted as the board sorts."""
-    from leaderboard.selectors.board import _sort
-
     spec = resolve_spec(weights_spec_list(), query.spec, param="spec")
     values = query.sort not in ("score", "name", "model", "recall")
-    return _sort(python_rank(board_rows(spec=spec, query=query, values=values)), query)
+    return rows_sort(python_rank(board_rows(spec=spec, query=query, values=values)), query)
 
 
 @pytest.mark.parametrize(

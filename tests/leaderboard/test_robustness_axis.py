@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from evaluator.axes.attack import attack_metrics
+from leaderboard.axes.robustness import plan as robustness_plan
+from leaderboard.axes.robustness import robustness_measurements
 from leaderboard.models import EvaluationRun, Task
-from leaderboard.services.scores import robustness_measurements
 from tests.factories import EvaluationRunFactory, ProbeFactory, ProbeVersionFactory, TaskFactory
 from tests.leaderboard.board_data import ensure_models, ensure_tasks, public_probe
 
@@ -80,26 +81,26 @@ def test_the_score_writer_recomputes_the_attack_from_the_stored_scores(registry)
     assert out["goodhart_resistance"] < 0.5 and out["attack_recall"] == expected["recall_attacked"]
 
 
-def test_a_pending_run_holds_the_number_and_a_failed_one_says_so(registry):
+def test_an_unmeasured_goodhart_resistance_says_why(registry):
+    """Pending, failed or never planned (that none is measured is the axes' contract,
+    tests/leaderboard/test_axes_contract.py): the goodhart component's note says which."""
     version, task = ProbeVersionFactory(), TaskFactory()
     train, test, robust = _runs(version, task, status=Run.Status.QUEUED)
     splits = {task.slug: {"train": train, "test": test}}
-    out, why = robustness_measurements({task.slug: robust}, splits)
-    assert out["goodhart_resistance"] is None and why.startswith("pending")
+    _, why = robustness_measurements({task.slug: robust}, splits)
+    assert why.startswith("pending")
     robust.status = Run.Status.FAILED
-    out, why = robustness_measurements({task.slug: robust}, splits)
-    assert out["goodhart_resistance"] is None and "failed" in why
+    _, why = robustness_measurements({task.slug: robust}, splits)
+    assert "failed" in why
     out, why = robustness_measurements({}, {})
     assert out == {} and "not measured" in why
 
 
-def test_robustness_runs_are_planned_only_where_the_attack_applies(registry, settings):
-    from leaderboard.services.runs import robustness_runs_planned
-
+def test_robustness_runs_are_planned_only_where_the_attack_applies(registry):
+    """(That PROBEBENCH_AXES or PROBEBENCH_ROBUSTNESS_RUNS=False plans none is the axes' contract.)"""
     tasks = list(Task.objects.filter(category_id="hallucination", status=Task.Status.ACTIVE))
-    settings.ROBUSTNESS_RUNS = True
     single = ProbeVersionFactory(probe=ProbeFactory(category_id="hallucination", base_model_id=SMOL))
-    planned = robustness_runs_planned(version=single, tasks=tasks)
+    planned = robustness_plan(single, tasks)
     assert sorted(t.slug for _, _, t, _, _ in planned) == sorted(t.slug for t in tasks)
     assert {(kind, split, model) for _, kind, _, split, model in planned} == {
         (Run.Kind.ROBUSTNESS, "test", SMOL)
@@ -107,13 +108,11 @@ def test_robustness_runs_are_planned_only_where_the_attack_applies(registry, set
     pair = ProbeVersionFactory(
         probe=ProbeFactory(category_id="hallucination", base_model_id=SMOL), input="contrast_pair"
     )
-    assert robustness_runs_planned(version=pair, tasks=tasks) == []  # two prompts: no one suffix
+    assert robustness_plan(pair, tasks) == []  # two prompts: no one suffix
     encoder = ProbeVersionFactory(
         probe=ProbeFactory(category_id="hallucination", base_model_id="all-minilm-l6-v2")
     )
-    assert robustness_runs_planned(version=encoder, tasks=tasks) == []  # no decoder to append to
-    settings.ROBUSTNESS_RUNS = False
-    assert robustness_runs_planned(version=single, tasks=tasks) == []
+    assert robustness_plan(encoder, tasks) == []  # no decoder to append to
 
 
 @pytest.fixture

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from evaluator.axes.stress import stress_metrics, stress_summary
+from leaderboard.axes.stress import plan as stress_plan
+from leaderboard.axes.stress import stress_measurements
 from leaderboard.models import EvaluationRun
-from leaderboard.services.scores import stress_measurements
 from tests.factories import EvaluationRunFactory, ProbeVersionFactory, TaskFactory
 from tests.leaderboard.board_data import ensure_models, ensure_tasks, public_probe
 
@@ -92,6 +93,7 @@ def test_the_score_writer_reads_the_stress_run_against_the_clean_runs(registry):
 
 
 def test_a_pending_stress_run_holds_the_means_and_a_failed_one_leaves_its_task_out(registry):
+    """(That neither is measured is the axes' contract, tests/leaderboard/test_axes_contract.py.)"""
     version = ProbeVersionFactory()
     task = TaskFactory()
     train, test, stress = _runs(version, task, stress_status=Run.Status.QUEUED)
@@ -99,8 +101,8 @@ def test_a_pending_stress_run_holds_the_means_and_a_failed_one_leaves_its_task_o
     assert pending == {"stress_auroc": None, "stress_recall": None, "stress": {}}
     stress.status = Run.Status.FAILED
     failed = stress_measurements({task.slug: stress}, {task.slug: {"train": train, "test": test}})
-    assert failed["stress_auroc"] is None and failed["stress"] == {}
-    assert stress_measurements({}, {}) == {}
+    assert failed["stress"] == {}
+    assert stress_measurements({}, {}) == {}  # no stress run (only on-policy tasks): nothing stored
 
 
 @pytest.fixture
@@ -155,16 +157,15 @@ def test_the_probe_page_shows_every_transform(client, board):
     assert "n/a: not measured" in client.get("/probes/unmeasured/").content.decode()
 
 
-def test_a_stress_run_is_planned_for_each_task_with_a_stress_split(registry, settings):
+def test_a_stress_run_is_planned_for_each_task_with_a_stress_split(registry):
+    """(That PROBEBENCH_AXES or PROBEBENCH_STRESS_RUNS=False plans none is the axes' contract.)"""
     from leaderboard.models import Task
-    from leaderboard.services.runs import stress_runs_planned
     from tests.factories import ProbeFactory
 
     probe = ProbeFactory(category_id="hallucination", base_model_id="smollm2-135m-instruct")
     version = ProbeVersionFactory(probe=probe)
     tasks = list(Task.objects.filter(category_id="hallucination", status=Task.Status.ACTIVE))
-    settings.STRESS_RUNS = True
-    planned = stress_runs_planned(version=version, tasks=tasks)
+    planned = stress_plan(version, tasks)
     slugs = sorted(t.slug for _, _, t, _, _ in planned)
     # every task about its text has a stress split; an on-policy task (its labels are what the model
     # did with the exact prompt) has none
@@ -173,5 +174,3 @@ def test_a_stress_run_is_planned_for_each_task_with_a_stress_split(registry, set
     assert {(kind, split, model) for _, kind, _, split, model in planned} == {
         (Run.Kind.STRESS, "stress", "smollm2-135m-instruct")
     }
-    settings.STRESS_RUNS = False
-    assert stress_runs_planned(version=version, tasks=tasks) == []

@@ -1,0 +1,232 @@
+"""The public records: quarterly re-evaluation cycles, reference-probe updates, confirmed leakage,
+the per-example exports and the open submissions' queue."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.exceptions import NotFound
+from rest_framework.response import Response
+
+from leaderboard.api.read.base import PublicReadApi
+from leaderboard.http import public_cache
+from leaderboard.models import holdouts_map
+from leaderboard.presentation import POLICY
+from leaderboard.selectors.cycles import (
+    leakage_public_list,
+    reevaluation_detail,
+    reevaluation_list,
+    reference_update_list,
+)
+from leaderboard.selectors.exports import examples_exports_list
+from leaderboard.selectors.submissions import submission_queue
+
+
+class CycleResultOutput(serializers.Serializer):
+    quarter = serializers.CharField(source="cycle.quarter")
+    version = serializers.IntegerField(source="probe_version.number")
+    reference_auroc = serializers.FloatField(allow_null=True)
+    holdout_auroc = serializers.FloatField(allow_null=True)
+    test_auroc = serializers.FloatField(allow_null=True)
+    drop_points = serializers.FloatField(allow_null=True)
+    outcome = serializers.CharField()
+
+
+class LeakageOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    probe = serializers.CharField(source="probe.slug")
+    version = serializers.IntegerField(source="probe_version.number", default=None, allow_null=True)
+    source = serializers.CharField()  # type: ignore[assignment]  # a field named like Field.source (see TaskOutput)
+    rule = serializers.CharField()
+    summary = serializers.CharField()
+    public_note = serializers.CharField()
+    evidence = serializers.DictField()
+    created_at = serializers.DateTimeField()
+    reviewed_at = serializers.DateTimeField(allow_null=True)
+
+
+class CycleOutput(serializers.Serializer):
+    quarter = serializers.CharField()
+    status = serializers.CharField()
+    started_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    n_results = serializers.IntegerField()
+    outcome_counts = serializers.DictField(child=serializers.IntegerField())
+    url = serializers.CharField(source="get_absolute_url")
+
+
+@public_cache
+class ReevaluationListApi(PublicReadApi):
+    @extend_schema(
+        operation_id="reevaluations",
+        summary="Quarterly re-evaluation cycles, newest first",
+        responses=CycleOutput(many=True),
+    )
+    def get(self, request):
+        return Response(CycleOutput(reevaluation_list(), many=True).data)
+
+
+class CycleResultRowOutput(CycleResultOutput):
+    probe = serializers.CharField(source="probe_version.probe.slug")
+    name = serializers.CharField(source="probe_version.probe.name")
+    category = serializers.CharField(source="probe_version.probe.category_id")
+
+
+class CycleDetailOutput(serializers.Serializer):
+    quarter = serializers.CharField()
+    status = serializers.CharField()
+    error = serializers.CharField()
+    started_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    holdouts = serializers.DictField(
+        help_text="task → the holdout minted this quarter (path, rows, sha256);"
+        " an on-policy task's per base model: {by_model: {model → holdout}}"
+    )
+    progress = inline_serializer(
+        "CycleProgress",
+        fields={
+            "total": serializers.IntegerField(),
+            "done": serializers.IntegerField(),
+            "failed": serializers.IntegerField(),
+        },
+    )
+    diff = serializers.DictField(help_text="the public diff")
+    results = CycleResultRowOutput(many=True)
+
+
+def _public_holdouts(holdouts: dict) -> dict:
+    """The minted holdouts without their item ids (the holdout stays unseen by submitters)."""
+    return holdouts_map(holdouts, lambda entry: {k: v for k, v in entry.items() if k != "ids"})
+
+
+@public_cache
+class ReevaluationDetailApi(PublicReadApi):
+    @extend_schema(
+        operation_id="reevaluation",
+        summary="One quarter's re-evaluation: its public diff and every public result",
+        responses={200: CycleDetailOutput, 404: OpenApiResponse(description="no such cycle")},
+    )
+    def get(self, request, quarter):
+        found = reevaluation_detail(quarter=quarter)
+        if found is None:
+            raise NotFound(f"no re-evaluation cycle {quarter!r}")
+        cycle, results = found
+        fields = ("quarter", "status", "error", "started_at", "finished_at", "progress", "diff")
+        payload = {f: getattr(cycle, f) for f in fields} | {
+            "holdouts": _public_holdouts(cycle.holdouts),
+            "results": results,
+        }
+        return Response(CycleDetailOutput(payload).data)
+
+
+class ReferenceUpdateEntryOutput(serializers.Serializer):
+    probe = serializers.CharField()
+    version = serializers.IntegerField()
+    spec = serializers.CharField()
+    auroc_ea_before = serializers.FloatField(allow_null=True)
+    auroc_ea_after = serializers.FloatField(allow_null=True)
+    auroc_ea_imputed_after = serializers.BooleanField(default=False)
+    total_before = serializers.FloatField(allow_null=True)
+    total_after = serializers.FloatField(allow_null=True)
+
+
+class ReferenceUpdateOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    base_model = serializers.CharField(source="base_model_id")
+    reference_probe = serializers.CharField(source="new_version.probe.slug")
+    old_version = serializers.IntegerField(source="old_version.number", default=None, allow_null=True)
+    new_version = serializers.IntegerField(source="new_version.number")
+    finished_at = serializers.DateTimeField(allow_null=True)
+    diff = ReferenceUpdateEntryOutput(many=True, help_text="every dependent entry, before and after")
+
+
+@public_cache
+class ReferenceUpdateListApi(PublicReadApi):
+    @extend_schema(
+        operation_id="reference_updates",
+        summary="Eval-awareness reference-probe updates and the auroc_ea / ProbeScore changes they published",
+        responses=ReferenceUpdateOutput(many=True),
+    )
+    def get(self, request):
+        return Response(ReferenceUpdateOutput(reference_update_list(), many=True).data)
+
+
+class LeakagePublicOutput(LeakageOutput):
+    probe_name = serializers.CharField(source="probe.name")
+    probe_url = serializers.SerializerMethodField()
+
+    def get_probe_url(self, record) -> str | None:
+        return reverse("leaderboard:probe", args=[record.probe.slug]) if record.probe_public else None
+
+
+@public_cache
+class LeakageListApi(PublicReadApi):
+    @extend_schema(
+        operation_id="leakage",
+        summary="Confirmed leakage records (public and permanent)",
+        responses=LeakagePublicOutput(many=True),
+    )
+    def get(self, request):
+        return Response(LeakagePublicOutput(leakage_public_list(), many=True).data)
+
+
+class ExamplesExportOutput(serializers.Serializer):
+    quarter = serializers.CharField()
+    url = serializers.SerializerMethodField(help_text="the gzipped JSON-lines file")
+    rows = serializers.IntegerField()
+    entries = serializers.IntegerField()
+    splits = serializers.ListField(child=serializers.CharField())
+    columns = serializers.ListField(child=serializers.CharField())
+    sha256 = serializers.CharField()
+    bytes = serializers.IntegerField()
+    written_at = serializers.CharField()
+    code_version = serializers.CharField()
+
+    def get_url(self, obj) -> str:
+        from django.urls import reverse
+
+        return reverse("leaderboard:examples_export", args=[obj["quarter"]])
+
+
+@public_cache
+class ExamplesExportListApi(PublicReadApi):
+    @extend_schema(
+        operation_id="exports",
+        summary="The quarterly per-example exports: every public entry's per-row scores on the public splits",
+        responses=ExamplesExportOutput(many=True),
+    )
+    def get(self, request):
+        return Response(ExamplesExportOutput(examples_exports_list(), many=True).data)
+
+
+class QueueEntryOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    probe_name = serializers.CharField()
+    category = serializers.CharField()
+    base_model = serializers.CharField()
+    version = serializers.IntegerField()
+    status = serializers.CharField()
+    progress = serializers.FloatField()
+    created_at = serializers.DateTimeField()
+    age_days = serializers.FloatField()
+    overdue = serializers.BooleanField(help_text="older than the review goal")
+
+
+@public_cache
+class QueueApi(PublicReadApi):
+    @extend_schema(
+        operation_id="queue",
+        summary="Open submissions, oldest first, with their age against the review goal",
+        responses=inline_serializer(
+            "QueueOutput",
+            {"review_goal_days": serializers.IntegerField(), "results": QueueEntryOutput(many=True)},
+        ),
+    )
+    def get(self, request):
+        return Response(
+            {
+                "review_goal_days": POLICY["review_goal_days"],
+                "results": QueueEntryOutput(submission_queue(), many=True).data,
+            }
+        )
