@@ -74,8 +74,13 @@ demo: install $(if $(findstring qwen,$(MODELS)),qwen)
 
 # The whole default suite; long runs (every reference probe retrained, Gemma) are marked slow
 # and run by `make bench`. The summary lists the 30 slowest tests (BENCHMARKS.md keeps them).
+# TEST_WORKERS xdist processes (one per core here), whole files each, the files with a real model
+# or Chromium first (conftest.py); each worker has its own test database, Redis database and data
+# directory (tests/env_defaults.py). TEST_WORKERS=0 runs the suite in this process.
+TEST_WORKERS ?= 2
 test: install browser
-	$(PY) -m pytest -m "not slow" --durations=30 --durations-min=5
+	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+		--durations=30 --durations-min=5
 
 # The fast part: no model, no browser.
 test-fast: install

@@ -24,6 +24,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_pg)
         if "redis" in item.keywords and not have_redis:
             item.add_marker(skip_redis)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # make test hands whole files to the xdist workers in collection order
+        # (--no-loadscope-reorder): the files with a real model or Chromium go first, so that the
+        # last files left, while the other worker may already idle, are short ones
+        heavy = {
+            item.path
+            for item in items
+            if item.get_closest_marker("model") or item.get_closest_marker("browser")
+        }
+        items.sort(key=lambda item: item.path not in heavy)
 
 
 def pytest_sessionfinish(session, exitstatus):

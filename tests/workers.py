@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from leaderboard.policy import WORKER_QUEUES
+from tests.env_defaults import shared_by_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -140,7 +141,7 @@ TARGET = "all-minilm-l6-v2"
 def mini_root(tmp_path_factory):
     from tests.integration.mini_registry import build_mini_registry
 
-    return build_mini_registry(tmp_path_factory.mktemp("registry"))
+    return shared_by_workers(tmp_path_factory, "registry", build_mini_registry)
 
 
 def train_probe(
@@ -180,12 +181,15 @@ def train_probe(
 
 @pytest.fixture(scope="session")
 def trained(mini_root, tmp_path_factory):
-    """Real probes on SmolLM2: the eval-awareness reference and a truth probe."""
-    base = tmp_path_factory.mktemp("probes")
-    return {
-        "reference": train_probe(mini_root, base / "ref", task="benchmark-vs-user-v1"),
-        "truth": train_probe(mini_root, base / "truth", task="cities-truth-v1"),
-    }
+    """Real probes on SmolLM2: the eval-awareness reference and a truth probe (trained once per
+    run, shared by the xdist workers)."""
+
+    def train_both(base: Path) -> None:
+        train_probe(mini_root, base / "ref", task="benchmark-vs-user-v1")
+        train_probe(mini_root, base / "truth", task="cities-truth-v1")
+
+    base = shared_by_workers(tmp_path_factory, "probes", train_both)
+    return {"reference": base / "ref", "truth": base / "truth"}
 
 
 @pytest.fixture

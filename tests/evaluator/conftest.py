@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.env_defaults import shared_by_workers
+
 # Passive OpenMP waiting (see evaluator/commands/train_cli.py): set before torch is first imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
@@ -229,14 +231,18 @@ def minilm(tiny_registry, cache_dir):
 
 
 @pytest.fixture(scope="module")
-def sources_dir() -> Path:
-    """The pinned source archives (downloaded once into var/sources; skipped where they cannot be)."""
+def sources_dir(tmp_path_factory) -> Path:
+    """The pinned source archives (downloaded once into var/sources; skipped where they cannot be).
+    Under xdist one worker downloads while the others wait (a move from the system's temporary
+    directory is a copy where it is another filesystem: a reader could see half a file)."""
     from evaluator.data.builders.sources import DEFAULT_SOURCES_DIR, SourceError, fetch_all
     from evaluator.data.registry.files import default_root
 
     path = default_root() / DEFAULT_SOURCES_DIR
     try:
-        fetch_all(root=default_root(), sources_dir=path)
+        shared_by_workers(
+            tmp_path_factory, "sources", lambda _: fetch_all(root=default_root(), sources_dir=path)
+        )
     except SourceError as exc:
         pytest.skip(f"pinned source archives could not be downloaded: {exc}")
     return path

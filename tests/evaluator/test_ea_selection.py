@@ -293,12 +293,14 @@ def test_the_recorded_selection_chooses_the_committed_recipe(real_registry):
 
 
 @pytest.mark.model
-def test_the_smollm2_selection_refits_to_the_committed_probe_at_its_layer(real_registry):
+def test_the_smollm2_selection_refits_to_the_committed_probe_at_its_layer(real_registry, monkeypatch):
     """The selection rerun on SmolLM2's train activations (shared cache; harvested when absent),
     restricted to the committed layer: the same candidate wins and the fit gives the committed
     tensors."""
     from dataclasses import replace
+    from functools import partial
 
+    from evaluator.commands.reference_probes import sweep
     from evaluator.commands.reference_probes.check import compare_artifacts
     from evaluator.commands.reference_probes.training import train_reference
     from evaluator.core.activations import ActivationCache
@@ -306,6 +308,9 @@ def test_the_smollm2_selection_refits_to_the_committed_probe_at_its_layer(real_r
     from evaluator.core.probes import load_probe
     from tests.evaluator.conftest import model_cache_dir
 
+    # a cold cache's harvest stops at the committed layer (8) instead of running all 30 blocks to
+    # keep every layer for later probes: the same vectors, about a third of the forward
+    monkeypatch.setattr(sweep, "split_activations", partial(sweep.split_activations, all_layers=False))
     entry = ea_reference_for(load_manifest(real_registry), SMOLLM)  # the current one, ea-ctx-smollm2
     committed = load_probe(entry.directory(real_registry.root), registry=real_registry)
     lm = load_model(

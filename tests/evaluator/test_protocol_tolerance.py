@@ -26,6 +26,7 @@ import pytest
 
 from evaluator.axes.reproduction import reproduction_check
 from evaluator.axes.run import execute_run
+from evaluator.core.activations import ActivationCache
 from evaluator.core.harvest import HarvestConfig
 from evaluator.core.models import load_model
 from evaluator.core.probes import load_probe, save_probe
@@ -105,15 +106,21 @@ def assert_within_protocol(base: dict, other: dict, tolerances, what: str) -> No
 
 def _setup(tmp_path_factory, sizes: dict) -> tuple[Path, Path, object]:
     """A registry holding a real slice of halueval-qa-v1, and a re-fit artifact: the reference
-    probe's recipe trained on the slice's train rows (the reproduction check re-fits it again)."""
+    probe's recipe trained on the slice's train rows (the reproduction check re-fits it again).
+    The train rows are harvested once, into the base cache, in the base's numerics: the base
+    measurement's reproduction check reads them (the test split it scores stays cold)."""
     root = build_mini_registry(tmp_path_factory.mktemp("halueval"), task_ids=(TASK,), sizes=sizes)
     reg = load_registry(root)
     cache = fresh_cache(tmp_path_factory.mktemp("acts-base"))
-    lm = load_model(SMOLLM, registry=reg, cache_dir=model_cache_dir(), device="cpu")
+    lm = load_model(SMOLLM, registry=reg, cache_dir=model_cache_dir(), device="cpu", dtype="float32")
     committed = load_probe(ARTIFACT, registry=reg)
     recipe = Recipe.from_dict(committed.metadata.recipe, probe=committed.metadata, registry=reg)
     trained = train_recipe(
-        recipe, lm, registry=reg, cache=None, config=HarvestConfig.from_protocol(reg.protocol())
+        recipe,
+        lm,
+        registry=reg,
+        cache=ActivationCache(cache),
+        config=HarvestConfig.from_protocol(reg.protocol(), batch_size=32),
     )
     artifact = tmp_path_factory.mktemp("refit") / "probe"
     save_probe(

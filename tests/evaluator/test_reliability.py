@@ -20,7 +20,7 @@ from evaluator.commands.reliability import (
 )
 from evaluator.data.registry.load import load_registry
 from evaluator.metrics.metric_table import metrics
-from tests.evaluator.conftest import PROJECT_ROOT, SMOLLM, fresh_cache
+from tests.evaluator.conftest import PROJECT_ROOT, SMOLLM, model_cache_dir
 
 TASK = "onpolicy-city-country-v1"
 
@@ -124,9 +124,11 @@ def test_the_committed_table_is_current():
 
 
 @pytest.mark.model
-def test_the_run_on_the_real_model_lands_every_diagnostic(tmp_path):
+def test_the_run_on_the_real_model_lands_every_diagnostic():
+    """On the shared cache: the activations are the ones the cycle task's run reads too
+    (tests/leaderboard/test_reliability_pages.py), harvested by whichever runs first."""
     registry = load_registry(PROJECT_ROOT)
-    result = run_reliability(registry, cache_dir=fresh_cache(tmp_path / "cache"))
+    result = run_reliability(registry, cache_dir=model_cache_dir())
     table = result["metrics"]
     assert result["flagged"] == []
     assert set(table) == set(METRICS)

@@ -87,18 +87,24 @@ def test_hyperparameters_are_chosen_on_train_alone():
     assert char.cv_auroc == max(g["cv_auroc"] for g in char.cv_grid)
 
 
-def test_the_panel_is_deterministic():
+@pytest.fixture(scope="module")
+def addition_panel():
+    """(train, test, the panel fitted on them) of the addition task, fitted once for the tests
+    that only read it."""
     train = _rows(*_addition_task(100, 3), "tr")
     test = _rows(*_addition_task(50, 4), "te")
-    one = fit_panel(train, {"test": test}, members=panel_members(ADDITION)).to_dict("test", scores=True)
+    return train, test, fit_panel(train, {"test": test}, members=panel_members(ADDITION))
+
+
+def test_the_panel_is_deterministic(addition_panel):
+    train, test, first = addition_panel
+    one = first.to_dict("test", scores=True)
     two = fit_panel(train, {"test": test}, members=panel_members(ADDITION)).to_dict("test", scores=True)
     assert json.dumps(one, sort_keys=True) == json.dumps(two, sort_keys=True)
 
 
-def test_the_structured_member_reads_the_declared_operand():
-    train = _rows(*_addition_task(100, 3), "tr")
-    test = _rows(*_addition_task(50, 4), "te")
-    result = fit_panel(train, {"test": test}, members=panel_members(ADDITION))
+def test_the_structured_member_reads_the_declared_operand(addition_panel):
+    _, _, result = addition_panel
     assert result.strongest("test") in ("structured", "stack")
     assert result.members["structured"].splits["test"].auroc > 0.95
     assert set(result.members["structured"].params) == {"degree", "C"}
@@ -269,12 +275,10 @@ def test_the_on_policy_files_need_a_model():
         task_panel(load_registry(), "onpolicy-addition-v1")
 
 
-def test_the_summary_is_a_table_of_the_members():
+def test_the_summary_is_a_table_of_the_members(addition_panel):
     from evaluator.axes.text_panel import panel_table
 
-    train = _rows(*_addition_task(100, 3), "tr")
-    test = _rows(*_addition_task(50, 4), "te")
-    result = fit_panel(train, {"test": test}, members=panel_members(ADDITION)).to_dict("test")
+    result = addition_panel[2].to_dict("test")
     text = panel_table({"task": "t-v1", **result})
     assert "structured" in text and "stack" in text
     assert (
