@@ -36,7 +36,15 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.axes.text_panel import AUROC_DECIMALS, C_GRID, best_member, task_panel
+from evaluator.axes.text_panel import (
+    AUROC_DECIMALS,
+    C_GRID,
+    GBM_DEPTHS,
+    GBM_ITERS,
+    GBM_RATES,
+    best_member,
+    task_panel,
+)
 from evaluator.data.registry.load import load_registry
 from evaluator.data.registry.tasks import panel_bytes_pinned, panel_relpath
 from evaluator.errors import EvaluatorError
@@ -71,7 +79,17 @@ def panel_document(result, *, task_id: str, model: str | None, encoder: str | No
         "format": PANEL_FORMAT,
         "task": task_id,
         "model": model,
-        "protocol": {"folds": result.folds, "seed": result.seed, "C_grid": list(C_GRID), "encoder": encoder},
+        "protocol": {
+            "folds": result.folds,
+            "seed": result.seed,
+            "C_grid": list(C_GRID),
+            "gbm_grid": {
+                "max_depth": list(GBM_DEPTHS),
+                "learning_rate": list(GBM_RATES),
+                "max_iter": list(GBM_ITERS),
+            },
+            "encoder": encoder,
+        },
         "members": {
             name: {
                 "params": dict(m.params),

@@ -22,11 +22,25 @@ Members (``MEMBERS``, in report order):
   numeric ones standardised and expanded to polynomials of degree 1–3 (degree chosen by CV),
   categorical ones one-hot (a value not seen in train reads as all zeros), logistic regression.
   Absent when the card declares none.
+- ``entity_embed``: the entities a row names (``structured_baseline.entities`` in tasks.yaml: a city,
+  the country a statement gives it, each read by a pattern's group or a meta field like a feature),
+  each embedded alone by the same encoder as ``minilm`` (through the same ``embed``), scaled to unit
+  length; then for each pair their elementwise product and absolute difference (each block scaled to
+  unit length), all concatenated; logistic regression. The product term is what lets a linear model
+  read "does this city go with this country"; neither embedding alone says it. Absent when the card
+  declares no entities or there is no encoder.
+- ``structured_gbm``: gradient-boosted trees (scikit-learn's HistGradientBoostingClassifier, fixed
+  ``random_state``, one thread) over the declared features (numeric raw, so the trees can find e.g.
+  a carry in addition; categorical as native categories, a value seen fewer than ``GBM_MIN_COUNT``
+  times in train read as missing) and, with entities and an encoder, the cosine similarity of each
+  pair of entity embeddings (two premises naming the same country, say). ``max_depth`` ×
+  ``learning_rate`` × ``max_iter`` from ``GBM_DEPTHS`` × ``GBM_RATES`` × ``GBM_ITERS`` by the same
+  CV. Absent when the card declares neither features nor (with an encoder) entities.
 - ``stack``: a logistic regression over the other members' decision values, fit on their
   out-of-fold values on train (``fit_stack``); the panel's way of letting two weak text signals
   (say, the words and the embedding) add up rather than making the baseline the better of them.
 
-Every member is an L2 logistic regression with C from ``C_GRID``. The *strongest* member on a split
+Every member but ``structured_gbm`` is an L2 logistic regression with C from ``C_GRID``. The *strongest* member on a split
 is the one with the highest AUROC on that split's rows: the bar a probe must clear (choosing it on
 those rows favours the text side, so a lift over it is conservative; see
 :mod:`evaluator.axes.text_baselines`). The member cross-validation on train picks (``by_cv``) is
@@ -36,6 +50,7 @@ Pure: numpy and scikit-learn; the encoder is reached through an ``embed`` callab
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -46,7 +61,7 @@ import numpy as np
 
 from evaluator.core.activations import ActivationCache, prompt_activations, read_split
 from evaluator.core.harvest import render_prompts
-from evaluator.data.registry.tasks import StructuredFeature
+from evaluator.data.registry.tasks import StructuredEntity, StructuredFeature
 from evaluator.errors import EvaluatorError
 from evaluator.metrics.metrics import auroc, auroc_ci
 
@@ -56,7 +71,24 @@ CV_FOLDS = 5
 #: on some files by more than the gap a probe is judged on)
 C_GRID: tuple[float, ...] = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
 STRUCTURED_DEGREES: tuple[int, ...] = (1, 2, 3)
-MEMBERS: tuple[str, ...] = ("length", "word_tfidf", "char_tfidf", "minilm", "structured", "stack")
+MEMBERS: tuple[str, ...] = (
+    "length",
+    "word_tfidf",
+    "char_tfidf",
+    "minilm",
+    "structured",
+    "entity_embed",
+    "structured_gbm",
+    "stack",
+)
+#: the ``structured_gbm`` member's grid (every combination), fit with a fixed random_state
+GBM_DEPTHS: tuple[int, ...] = (2, 3, 5)
+GBM_RATES: tuple[float, ...] = (0.03, 0.1)
+GBM_ITERS: tuple[int, ...] = (100, 300)
+#: a categorical value seen fewer times than this in train reads as missing in ``structured_gbm``
+#: (a tree cannot learn anything from a value it saw once); at most GBM_MAX_CATEGORIES values kept
+GBM_MIN_COUNT = 2
+GBM_MAX_CATEGORIES = 254
 #: the member that combines the others (``fit_stack``)
 STACK = "stack"
 #: the encoder of the ``minilm`` member (registry/models.yaml)
@@ -276,6 +308,128 @@ class StructuredModel:
         return self._model.decision_function(self._matrix(texts, fit=False))
 
 
+def _unit(x: np.ndarray) -> np.ndarray:
+    norm = np.linalg.norm(x, axis=-1, keepdims=True)
+    return np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
+
+
+def entity_pair_features(e: np.ndarray) -> np.ndarray:
+    """The ``entity_embed`` member's features from an (n, k, d) array of entity embeddings (a
+    missing entity is a zero vector): each entity scaled to unit length, then for each pair i < j
+    their elementwise product and absolute difference, each scaled to unit length too (every block
+    on the scale the ``minilm`` member reads), all concatenated."""
+    u = _unit(np.asarray(e, dtype=np.float64))
+    n, k, _ = u.shape
+    parts = [u[:, i] for i in range(k)]
+    for i in range(k):
+        for j in range(i + 1, k):
+            parts += [_unit(u[:, i] * u[:, j]), _unit(np.abs(u[:, i] - u[:, j]))]
+    return np.hstack(parts)
+
+
+def entity_pair_cosines(e: np.ndarray) -> np.ndarray:
+    """(n, k(k-1)/2): the cosine similarity of each pair i < j of a row's entity embeddings (0 when
+    either is missing)."""
+    u = _unit(np.asarray(e, dtype=np.float64))
+    k = u.shape[1]
+    cols = [np.sum(u[:, i] * u[:, j], axis=1) for i in range(k) for j in range(i + 1, k)]
+    return np.column_stack(cols) if cols else np.zeros((u.shape[0], 0))
+
+
+def _entity_model(params: dict[str, Any]):
+    """Pair features of the entity embeddings (:func:`entity_pair_features`), then a logistic
+    regression."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    return make_pipeline(FunctionTransformer(entity_pair_features), _logistic(params["C"]))
+
+
+class StructuredGBM:
+    """Gradient-boosted trees (scikit-learn's HistGradientBoostingClassifier, fixed random_state)
+    on a task card's declared features, read as :class:`StructuredModel` reads them, plus the
+    cosine similarity of each pair of the row's entity embeddings when the card declares entities.
+
+    Numeric features: the raw value (missing: NaN, which the trees route on their own).
+    Categorical: a native categorical feature over the values seen at least GBM_MIN_COUNT times in
+    train (the GBM_MAX_CATEGORIES most frequent); any other value, and a missing one, is NaN."""
+
+    def __init__(
+        self,
+        features: Sequence[StructuredFeature],
+        *,
+        max_depth: int,
+        learning_rate: float,
+        max_iter: int,
+    ):
+        self.features = tuple(features)
+        self.max_depth, self.learning_rate, self.max_iter = max_depth, learning_rate, max_iter
+
+    def _raw(self, rows) -> tuple[list[list[str | None]], np.ndarray]:
+        values, extra = [], []
+        for row in rows:
+            text, meta, cos = row
+            values.append([f.extract(str(text), meta) for f in self.features])
+            extra.append(np.asarray(cos, dtype=np.float64))
+        return values, np.array(extra, dtype=np.float64).reshape(len(values), -1)
+
+    def _matrix(self, rows, *, fit: bool) -> np.ndarray:
+        from collections import Counter
+
+        values, cos = self._raw(rows)
+        if fit:
+            self._codes: list[dict[str, int]] = []
+            for j, f in enumerate(self.features):
+                if f.kind != "categorical":
+                    self._codes.append({})
+                    continue
+                counts = Counter(str(v[j]) for v in values if v[j] is not None)
+                kept = sorted(
+                    (v for v, c in counts.items() if c >= GBM_MIN_COUNT), key=lambda v: (-counts[v], v)
+                )[:GBM_MAX_CATEGORIES]
+                self._codes.append({v: i for i, v in enumerate(sorted(kept))})
+        cols = np.full((len(values), len(self.features)), np.nan)
+        for j, f in enumerate(self.features):
+            for i, v in enumerate(values):
+                value = v[j]
+                if value is None:
+                    continue
+                if f.kind == "categorical":
+                    code = self._codes[j].get(value)
+                    cols[i, j] = np.nan if code is None else code
+                else:
+                    with contextlib.suppress(ValueError):
+                        cols[i, j] = float(value)
+        return np.hstack([cols, cos])
+
+    def fit(self, rows, labels) -> StructuredGBM:
+        from sklearn.ensemble import HistGradientBoostingClassifier
+        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+        x = self._matrix(rows, fit=True)
+        categorical = [f.kind == "categorical" for f in self.features] + [False] * (
+            x.shape[1] - len(self.features)
+        )
+        model = HistGradientBoostingClassifier(
+            max_depth=self.max_depth,
+            learning_rate=self.learning_rate,
+            max_iter=self.max_iter,
+            categorical_features=np.array(categorical, dtype=bool) if any(categorical) else None,
+            early_stopping=False,
+            random_state=PANEL_SEED,
+        )
+        # one thread: on a few hundred rows the threads' start-up costs ten times the work
+        with threadpool_limits(1):
+            self._model = model.fit(x, labels)
+        return self
+
+    def decision_function(self, rows) -> np.ndarray:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1):
+            return self._model.decision_function(self._matrix(rows, fit=False))
+
+
 @dataclass(frozen=True)
 class Member:
     """One panel member: a grid of hyperparameters and a model built from one grid point. The
@@ -300,10 +454,14 @@ def _c_grid() -> list[dict[str, Any]]:
 
 
 def panel_members(
-    structured: Sequence[StructuredFeature] = (), *, embed: Embed | None = None
+    structured: Sequence[StructuredFeature] = (),
+    *,
+    embed: Embed | None = None,
+    entities: Sequence[StructuredEntity] = (),
 ) -> list[Member]:
     """The panel's members in ``MEMBERS`` order: ``minilm`` only with ``embed``, ``structured`` only
-    when features are declared."""
+    when features are declared, ``entity_embed`` only when entities are declared and ``embed`` is
+    given, ``structured_gbm`` when either the features or (with ``embed``) the entities are."""
     members = [
         Member("length", _c_grid(), _length_model),
         Member("word_tfidf", _c_grid(), _word_model),
@@ -325,7 +483,61 @@ def panel_members(
                 inputs=_text_and_meta,
             )
         )
+    ents = tuple(entities) if embed is not None else ()
+    if ents and embed is not None:
+        encoder = embed
+        members.append(
+            Member(
+                "entity_embed",
+                _c_grid(),
+                _entity_model,
+                inputs=lambda r: entity_embeddings(r, ents, encoder),
+            )
+        )
+    if structured or ents:
+        feats = tuple(structured)
+
+        def gbm_inputs(rows: PanelRows) -> np.ndarray:
+            cos = (
+                entity_pair_cosines(entity_embeddings(rows, ents, embed))
+                if ents and embed is not None
+                else np.zeros((len(rows.texts), 0))
+            )
+            out = np.empty(len(rows.texts), dtype=object)
+            for i, text in enumerate(rows.texts):
+                out[i] = (str(text), rows.meta_of(i), cos[i])
+            return out
+
+        members.append(
+            Member(
+                "structured_gbm",
+                [
+                    {"max_depth": d, "learning_rate": r, "max_iter": n}
+                    for d in GBM_DEPTHS
+                    for r in GBM_RATES
+                    for n in GBM_ITERS
+                ],
+                lambda p: StructuredGBM(feats, **p),
+                inputs=gbm_inputs,
+            )
+        )
     return members
+
+
+def entity_embeddings(rows: PanelRows, entities: Sequence[StructuredEntity], embed: Embed) -> np.ndarray:
+    """(n, k, d): the encoder's embedding of each entity each row names (each distinct string
+    embedded once; a missing entity is a zero vector)."""
+    names = [[e.extract(str(t), rows.meta_of(i)) for e in entities] for i, t in enumerate(rows.texts)]
+    distinct = sorted({v for row in names for v in row if v})
+    vectors = np.asarray(embed(distinct), dtype=np.float64) if distinct else np.zeros((0, 1))
+    at = {v: i for i, v in enumerate(distinct)}
+    d = vectors.shape[1]
+    out = np.zeros((len(names), len(entities), d), dtype=np.float64)
+    for i, row in enumerate(names):
+        for j, v in enumerate(row):
+            if v:
+                out[i, j] = vectors[at[v]]
+    return out
 
 
 # --------------------------------------------------------------------------- fitting
@@ -524,13 +736,17 @@ def task_panel(
         return PanelRows(r.ids, render_prompts(task, r.texts, "single"), r.labels, r.groups, r.meta)
 
     scored = {s: rows(s) for s in splits if s in available}
-    members = panel_members(task.structured_baseline, embed=embed)
+    members = panel_members(task.structured_baseline, embed=embed, entities=task.structured_entities)
     result = fit_panel(rows("train"), scored, members=members)
     notes = [f"no {s} split: not scored" for s in missing]
     if embed is None:
         notes.append("minilm member left out (no encoder)")
-    if not task.structured_baseline:
-        notes.append("no structured member: the task card declares no structured_baseline")
+    if not task.structured_baseline and not task.structured_entities:
+        notes.append("no structured members: the task card declares no structured_baseline")
+    elif not task.structured_baseline:
+        notes.append("no structured member: the task card declares entities but no features")
+    if task.structured_entities and embed is None:
+        notes.append("entity_embed member left out (no encoder)")
     return PanelResult(result.members, result.by_cv, folds=result.folds, seed=result.seed, notes=notes)
 
 

@@ -205,15 +205,27 @@ def update_tasks_yaml(path: Path, results: dict[str, dict]) -> None:
         for task_id, res in results.items():
             entry = task_entry(res["meta"], res["splits"], res)
             # declared by hand next to the templates: the behavioural readout (direction utility)
-            # and the structured text baseline's features; text_panel is written by data-baselines
+            # and the structured text baseline's features; text_panel is written by data-baselines;
+            # refreshed: dated notes on rebuilds that changed a file's bytes but not its rows' content
             kept = {
                 k: by_id[task_id][k]
-                for k in ("readout", "readout_reason", "text_panel", "structured_baseline")
+                for k in ("readout", "readout_reason", "text_panel", "structured_baseline", "refreshed")
                 if k in by_id.get(task_id, {})
             }
             if kept:
                 at = list(entry).index("templates") + 1
                 entry = dict(list(entry.items())[:at] + list(kept.items()) + list(entry.items())[at:])
+            # declared by hand after the status: a refreshed task's predecessor, and a superseded
+            # task's status and successor (a rebuild never re-activates a task)
+            lineage = {
+                k: by_id[task_id][k]
+                for k in ("status", "superseded_by", "supersedes")
+                if k in by_id.get(task_id, {})
+            }
+            if lineage:
+                items = [(k, v) for k, v in entry.items() if k not in lineage]
+                at = [k for k, _ in items].index("minted")
+                entry = dict(items[:at] + list(lineage.items()) + items[at:])
             by_id[task_id] = entry
         ordered = [t for t in TASK_IDS if t in by_id] + [e["id"] for e in existing if e["id"] not in TASK_IDS]
         return [by_id[t] for t in ordered]

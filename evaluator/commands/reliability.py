@@ -65,6 +65,50 @@ METRICS = ("auroc", "auroc_ds", "ece", "brier", "recall_at_1pct_fpr", "lift_over
 DIAGNOSTICS = ("oracle", "shuffled", "random_direction", "bag_of_words")
 
 Check = Callable[[dict[str, Any]], bool]
+#: an expectation's statement: fixed, or written from the measured value dict (a chance band
+#: follows from the entry's numbers of positives and negatives)
+Statement = str | Callable[[dict[str, Any]], str]
+
+#: how many null standard deviations a chance band spans on each side
+CHANCE_SDS = 2.0
+
+
+def auroc_null_sd(n_pos: int, n_neg: int) -> float:
+    """The standard deviation of the AUROC of scores unrelated to the labels (the Mann-Whitney
+    null): sqrt((n_pos + n_neg + 1) / (12 n_pos n_neg)); 0.041 at 100 + 100 rows."""
+    return math.sqrt((n_pos + n_neg + 1) / (12 * n_pos * n_neg))
+
+
+def recall_null_sd(n_pos: int, fpr: float = OPERATING_FPR) -> float:
+    """The standard deviation of the recall, over n_pos positives, of scores unrelated to the
+    labels at a threshold passing a share ``fpr`` of negatives (binomial: sqrt(fpr (1 - fpr) / n_pos))."""
+    return math.sqrt(fpr * (1 - fpr) / n_pos)
+
+
+def _auroc_band(v: dict[str, Any]) -> float:
+    return CHANCE_SDS * auroc_null_sd(v["n_pos"], v["n_neg"])
+
+
+def _recall_band(v: dict[str, Any]) -> float:
+    return OPERATING_FPR + CHANCE_SDS * recall_null_sd(v["n_pos"])
+
+
+def _auroc_at_chance(v: dict[str, Any]) -> bool:
+    return abs(v["value"] - 0.5) <= _auroc_band(v)
+
+
+def _auroc_chance_statement(v: dict[str, Any]) -> str:
+    return (
+        f"within 0.5 ± {_auroc_band(v):.3f} ({CHANCE_SDS:g} SD of the chance AUROC at"
+        f" {v['n_pos']} + {v['n_neg']} rows)"
+    )
+
+
+def _recall_chance_statement(v: dict[str, Any]) -> str:
+    return (
+        f"≤ {_recall_band(v):.3f} (the operating FPR + {CHANCE_SDS:g} SD of chance recall at"
+        f" {v['n_pos']} positives)"
+    )
 
 
 def _ci_has_zero(v: dict[str, Any]) -> bool:
@@ -72,8 +116,12 @@ def _ci_has_zero(v: dict[str, Any]) -> bool:
     return bool(lo <= 0.0 <= hi)
 
 
-#: (diagnostic, metric) → (what must hold, the test on the measured value dict {value, ci?, ref})
-EXPECTATIONS: dict[tuple[str, str], tuple[str, Check]] = {
+#: (diagnostic, metric) → (what must hold, the test on the measured value dict {value, ci?, ref,
+#: n_pos?, n_neg?}). The chance bands follow from the entry's rows: CHANCE_SDS standard deviations
+#: of the metric's null distribution (scores unrelated to the labels) at its n_pos and n_neg. The
+#: shuffled and random-direction values are means over the seeds, whose spread is at most one
+#: draw's: the band of one draw is the conservative one.
+EXPECTATIONS: dict[tuple[str, str], tuple[Statement, Check]] = {
     ("oracle", "auroc"): ("≥ 0.99", lambda v: v["value"] >= 0.99),
     ("oracle", "auroc_ds"): ("≥ 0.99", lambda v: v["value"] >= 0.99),
     ("oracle", "ece"): ("≤ 0.05", lambda v: v["value"] <= 0.05),
@@ -81,15 +129,15 @@ EXPECTATIONS: dict[tuple[str, str], tuple[str, Check]] = {
     ("oracle", "recall_at_1pct_fpr"): ("≥ 0.99", lambda v: v["value"] >= 0.99),
     ("oracle", "lift_over_text"): ("> 0, interval above 0", lambda v: v["ci"][0] > 0),
     ("oracle", "controlled_auroc"): ("> 0, interval above 0", lambda v: v["ci"][0] > 0),
-    ("shuffled", "auroc"): ("within 0.5 ± 0.1", lambda v: abs(v["value"] - 0.5) <= 0.1),
-    ("shuffled", "auroc_ds"): ("within 0.5 ± 0.1", lambda v: abs(v["value"] - 0.5) <= 0.1),
-    ("shuffled", "recall_at_1pct_fpr"): ("≤ 0.1", lambda v: v["value"] <= 0.1),
+    ("shuffled", "auroc"): (_auroc_chance_statement, _auroc_at_chance),
+    ("shuffled", "auroc_ds"): (_auroc_chance_statement, _auroc_at_chance),
+    ("shuffled", "recall_at_1pct_fpr"): (_recall_chance_statement, lambda v: v["value"] <= _recall_band(v)),
     ("shuffled", "lift_over_text"): (
         "≤ 0 or interval holding 0",
         lambda v: v["value"] <= 0 or _ci_has_zero(v),
     ),
     ("shuffled", "controlled_auroc"): ("interval holding 0, or below", lambda v: v["ci"][0] <= 0),
-    ("random_direction", "auroc"): ("within 0.5 ± 0.15", lambda v: abs(v["value"] - 0.5) <= 0.15),
+    ("random_direction", "auroc"): (_auroc_chance_statement, _auroc_at_chance),
     ("random_direction", "controlled_auroc"): ("interval holding 0, or below", lambda v: v["ci"][0] <= 0),
     ("bag_of_words", "lift_over_text"): ("≤ 0", lambda v: v["value"] <= 1e-9),
     ("bag_of_words", "controlled_auroc"): ("interval holding 0, or below", lambda v: v["ci"][0] <= 0),
@@ -114,16 +162,23 @@ def entry_metrics(
 
     ids, y, s = test
     p = probability(s)
+    n = {"n_pos": int(np.sum(y == 1)), "n_neg": int(np.sum(y == 0))}  # for the chance bands
     out: dict[str, dict[str, Any]] = {
-        "auroc": {"value": auroc(s, y)},
+        "auroc": {"value": auroc(s, y), **n},
         "ece": {"value": ece(p, y)},
         "brier": {"value": brier(p, y)},
         "recall_at_1pct_fpr": {
-            "value": recall_at_fpr(s, y, threshold_at_fpr(train_negatives, OPERATING_FPR))
+            "value": recall_at_fpr(s, y, threshold_at_fpr(train_negatives, OPERATING_FPR)),
+            **n,
         },
     }
     if distshift is not None:
-        out["auroc_ds"] = {"value": auroc(distshift[1], distshift[0])}
+        y_ds = distshift[0]
+        out["auroc_ds"] = {
+            "value": auroc(distshift[1], y_ds),
+            "n_pos": int(np.sum(y_ds == 1)),
+            "n_neg": int(np.sum(y_ds == 0)),
+        }
     if panel is not None:
         rows = list(zip(ids, y.tolist(), s.tolist(), strict=True))
         lift = text_lift(panel, rows)
@@ -158,8 +213,10 @@ def summarise(
                 cell["ci"] = list(measured["ci"])
             rule = EXPECTATIONS.get((name, metric))
             if rule is not None:
-                ok = bool(rule[1](measured | {"ref": row["reseed_mean"]}))
-                cell |= {"expected": rule[0], "ok": ok}
+                given = measured | {"ref": row["reseed_mean"]}
+                ok = bool(rule[1](given))
+                statement = rule[0](given) if callable(rule[0]) else rule[0]
+                cell |= {"expected": statement, "ok": ok}
                 row["flagged"] = row["flagged"] or not ok
             row["diagnostics"][name] = cell
         table[metric] = row
@@ -258,6 +315,7 @@ def run_reliability(
             out[m] = {"value": float(np.mean([e[m]["value"] for e in entries]))}
             if all("ci" in e[m] for e in entries):
                 out[m]["ci"] = [float(np.mean([e[m]["ci"][k] for e in entries])) for k in (0, 1)]
+            out[m] |= {k: entries[0][m][k] for k in ("n_pos", "n_neg") if k in entries[0][m]}
         return out
 
     shuffled, randoms = [], []

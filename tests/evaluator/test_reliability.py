@@ -13,8 +13,10 @@ from evaluator.commands.reliability import (
     EXPECTATIONS,
     METRICS,
     SUBJECT,
+    auroc_null_sd,
     entry_metrics,
     read_record,
+    recall_null_sd,
     run_reliability,
     summarise,
 )
@@ -64,6 +66,24 @@ def test_an_oracle_has_a_positive_lift_and_the_panels_own_word_model_has_none(re
             assert rule[1](bow[name[1]] | {"ref": 1.0}), name
 
 
+N = {"n_pos": 100, "n_neg": 100}
+
+
+def test_the_chance_bands_follow_from_the_rows():
+    # the Mann-Whitney null SD of AUROC: 0.0409 at 100 + 100 rows, so the band is ± 0.082
+    assert auroc_null_sd(100, 100) == pytest.approx(0.040927, abs=1e-6)
+    assert auroc_null_sd(1000, 1000) < auroc_null_sd(100, 100) / 3
+    rule = EXPECTATIONS[("shuffled", "auroc")]
+    assert rule[1]({"value": 0.58, **N}) and not rule[1]({"value": 0.59, **N})
+    assert not rule[1]({"value": 0.56, "n_pos": 1000, "n_neg": 1000})
+    assert "0.082" in rule[0]({"value": 0.5, **N}) and "2 SD" in rule[0]({"value": 0.5, **N})
+    # a random direction at 0.6 was inside the old ± 0.15 band; 2 SD at n = 200 excludes it
+    assert not EXPECTATIONS[("random_direction", "auroc")][1]({"value": 0.6, **N})
+    recall = EXPECTATIONS[("shuffled", "recall_at_1pct_fpr")]
+    assert recall[1]({"value": 0.02, **N}) and not recall[1]({"value": 0.05, **N})
+    assert recall_null_sd(100) == pytest.approx(0.00995, abs=1e-5)
+
+
 def test_a_missed_expectation_flags_its_metric_and_only_that_one():
     reseeds = [{m: {"value": v, "ci": [v - 0.1, v + 0.1]} for m in METRICS} for v in (0.70, 0.72, 0.74)]
     good = {
@@ -71,13 +91,13 @@ def test_a_missed_expectation_flags_its_metric_and_only_that_one():
         | {m: {"value": 0.0} for m in ("ece", "brier")}
         | {m: {"value": 0.3, "ci": [0.2, 0.4]} for m in ("lift_over_text", "controlled_auroc")},
         "shuffled": {
-            "auroc": {"value": 0.5},
-            "auroc_ds": {"value": 0.52},
-            "recall_at_1pct_fpr": {"value": 0.0},
+            "auroc": {"value": 0.5, **N},
+            "auroc_ds": {"value": 0.52, **N},
+            "recall_at_1pct_fpr": {"value": 0.0, **N},
         }
         | {m: {"value": -0.2, "ci": [-0.3, -0.1]} for m in ("lift_over_text", "controlled_auroc")},
         "random_direction": {
-            "auroc": {"value": 0.55},
+            "auroc": {"value": 0.55, **N},
             "controlled_auroc": {"value": 0.0, "ci": [-0.02, 0.02]},
         },
         "bag_of_words": {
@@ -93,12 +113,12 @@ def test_a_missed_expectation_flags_its_metric_and_only_that_one():
         "expected": "≥ 0.99",
         "ok": True,
     }
-    bad = good | {"shuffled": good["shuffled"] | {"auroc": {"value": 0.36}}}
+    bad = good | {"shuffled": good["shuffled"] | {"auroc": {"value": 0.36, **N}}}
     table = summarise(reseeds, bad)
     assert [m for m, row in table.items() if row["flagged"]] == ["auroc"]
     assert table["auroc"]["diagnostics"]["shuffled"]["ok"] is False
     # a random direction far from chance flags the metric
-    off = good | {"random_direction": good["random_direction"] | {"auroc": {"value": 0.9}}}
+    off = good | {"random_direction": good["random_direction"] | {"auroc": {"value": 0.9, **N}}}
     assert summarise(reseeds, off)["auroc"]["flagged"] is True
 
 
@@ -133,5 +153,5 @@ def test_the_run_on_the_real_model_lands_every_diagnostic():
     assert result["flagged"] == []
     assert set(table) == set(METRICS)
     assert table["auroc"]["diagnostics"]["oracle"]["value"] == 1.0
-    assert abs(table["auroc"]["diagnostics"]["shuffled"]["value"] - 0.5) <= 0.1
+    assert table["auroc"]["diagnostics"]["shuffled"]["ok"] is True
     assert table["auroc"]["reseed_sd"] is not None and table["auroc"]["reseed_sd"] < 0.1

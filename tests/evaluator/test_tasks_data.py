@@ -20,6 +20,7 @@ from evaluator.data.builders import ON_POLICY_TASK_IDS
 from evaluator.data.builders import TASK_IDS as ALL_TASK_IDS
 from evaluator.data.builders.common import SPLIT_ORDER, normalise
 from evaluator.data.builders.sources import SourceError
+from evaluator.data.domains import DOMAINS
 from evaluator.data.registry.files import default_root, sha256_file
 from evaluator.data.registry.load import load_registry
 from evaluator.data.registry.tasks import CATEGORIES
@@ -92,7 +93,9 @@ def test_rows_follow_the_split_file_format(registry, task_id):
         assert len(lines) == spec.rows
         for line in lines:
             row = json.loads(line)
-            assert set(row) == {"id", "group", "label", "text", "meta"}
+            assert {"id", "group", "label", "text", "meta", "domain"} <= set(row)
+            assert set(row) <= {"id", "group", "label", "text", "meta", "domain", "source"}
+            assert row["domain"] in DOMAINS
             assert row["id"].startswith(f"{task_id}-") and row["label"] in (0, 1)
             assert isinstance(row["meta"], dict) and row["text"].strip()
             assert json.dumps(row, ensure_ascii=False, sort_keys=True) == line

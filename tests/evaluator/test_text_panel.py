@@ -190,8 +190,28 @@ def _feature(**overrides) -> dict:
             r"features\[0\]\.pattern needs a named group \(\?P<a>\.\.\.\)",
         ),
         (_feature(name="A b"), r"features\[0\]\.name must be lowercase"),
-        ({"features": []}, r"structured_baseline\.features must be a non-empty list"),
-        ({"feature": []}, r"structured_baseline: unknown key\(s\) feature; accepted: features"),
+        ({"features": []}, r"structured_baseline needs a non-empty features list or entities list"),
+        ({"feature": []}, r"structured_baseline: unknown key\(s\) feature; accepted: features, entities"),
+        (
+            {"entities": [{"name": "a", "pattern": r"What is (?P<a>\d+)", "kind": "numeric"}]},
+            r"entities\[0\]: unknown key\(s\) kind; accepted: name, pattern, field",
+        ),
+        (
+            {"entities": [{"name": "a", "pattern": r"What is (?P<a>\d+)"}]},
+            r"structured_baseline\.entities names one entity; name two or more",
+        ),
+        (
+            {"entities": [{"name": "a", "pattern": r"What is (?P<a>\d+)"}, {"name": "b", "field": "output"}]},
+            r"entities\[1\]\.field 'output' reads what the base model did or the label; a structured entity",
+        ),
+        (
+            {"entities": [{"name": "a", "pattern": r"What is (\d+)"}, {"name": "b", "field": "b"}]},
+            r"entities\[0\]\.pattern needs a named group \(\?P<a>\.\.\.\) for entity 'a'",
+        ),
+        (
+            {"entities": "a"},
+            r"structured_baseline\.entities must be a list of \{name, pattern or field\}",
+        ),
         (_feature(weight=2), r"features\[0\]: unknown key\(s\) weight"),
         (_feature(field="a"), r"features\[0\]: give exactly one of pattern \(read from the text\) or field"),
         (
@@ -244,7 +264,15 @@ def test_data_baselines_prints_the_panel_as_json(tmp_path, capsys):
     argv = ["data-baselines", "--task", "toy-addition-v1", "--registry", str(root), "--no-encoder", "--json"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out["baselines"]) == {"length", "word_tfidf", "char_tfidf", "structured", "stack"}
+    # no encoder: no minilm, and no entity_embed (none declared); the GBM reads the features
+    assert set(out["baselines"]) == {
+        "length",
+        "word_tfidf",
+        "char_tfidf",
+        "structured",
+        "structured_gbm",
+        "stack",
+    }
     for value in out["baselines"].values():
         assert set(value) >= {"auroc", "ci", "cv_auroc", "params", "n"}
         assert value["ci"][0] <= value["auroc"] <= value["ci"][1]
@@ -255,7 +283,9 @@ def test_data_baselines_prints_the_panel_as_json(tmp_path, capsys):
     assert out["strongest"]["auroc"] == out["baselines"][best]["auroc"]
     picked = min(out["baselines"], key=lambda k: (-out["baselines"][k]["cv_auroc"], k))
     assert out["by_cv"]["name"] == picked and "train" in out["by_cv"]["chosen_by"]
-    assert out["baselines"]["stack"]["params"]["over"] == ("length,word_tfidf,char_tfidf,structured")
+    assert out["baselines"]["stack"]["params"]["over"] == (
+        "length,word_tfidf,char_tfidf,structured,structured_gbm"
+    )
     assert out["split"] == "test" and out["task"] == "toy-addition-v1"
 
 

@@ -198,6 +198,10 @@ def test_lift_over_text_is_a_sortable_board_column_in_the_api_and_the_csv(regist
         extra = {} if lift is None else {"lift_over_text": lift, "lift_over_text_ci": intervals[slug]}
         if lift is not None:  # what it adds over the text controls: here half the lift
             extra |= {"controlled_auroc": lift / 2, "controlled_auroc_ci": [v / 2 for v in intervals[slug]]}
+        # the board's lift and controlled columns are the in-domain means (here its one task)
+        for name in ("lift_over_text", "controlled_auroc"):
+            if name in extra:
+                extra |= {f"{name}_in_domain": extra[name], f"{name}_in_domain_ci": extra[f"{name}_ci"]}
         public_probe(slug=slug, auroc=auroc, tasks=tasks, extra_measurements=extra)
     rows = client.get("/api/v1/leaderboard", {"sort": "lift", "limit": 100}).json()["results"]
     assert [(r["probe"], r["lift_over_text"], r["lift_over_text_ci"]) for r in rows] == [

@@ -35,6 +35,7 @@ _BUILDERS: dict[str, tuple[str, str, str]] = {
     ),
     "onpolicy-addition-v1": ("onpolicy_arithmetic", "build_addition", "META"),
     "onpolicy-refusal-v1": ("onpolicy_refusal", "build_onpolicy_refusal", "META"),
+    "onpolicy-refusal-v2": ("onpolicy_refusal", "build_onpolicy_refusal_v2", "META_V2"),
 }
 
 TASK_IDS: tuple[str, ...] = tuple(_BUILDERS)
@@ -45,6 +46,7 @@ ON_POLICY_TASK_IDS: tuple[str, ...] = (
     "onpolicy-suggestion-sycophancy-v1",
     "onpolicy-addition-v1",
     "onpolicy-refusal-v1",
+    "onpolicy-refusal-v2",
 )
 
 

@@ -15,12 +15,13 @@ import re
 import textwrap
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from evaluator.data.domains import DomainError, validate_domain
 from evaluator.errors import EvaluatorError
 
 SPLIT_ORDER: tuple[str, ...] = ("train", "test", "distshift", "holdout_pool")
@@ -43,15 +44,32 @@ class Row:
     label: int
     text: str
     meta: dict[str, Any] = field(default_factory=dict)
+    #: subject-matter domain (evaluator.data.domains.DOMAINS), from the source's own metadata
+    domain: str = ""
+    #: the dataset, and the finer field it gives (risk area, category), where the source has one
+    source: str = ""
 
     def to_dict(self, task_id: str) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "id": f"{task_id}-{self.key}",
             "group": self.group,
             "label": self.label,
             "text": self.text,
             "meta": self.meta,
+            "domain": self.domain,
         }
+        if self.source:
+            out["source"] = self.source
+        return out
+
+
+def tag(rows: Iterable[Row], domain: str, source: str = "") -> list[Row]:
+    """``rows`` with one domain (and source) for all: for a task whose source is about one subject."""
+    return [replace(r, domain=domain, source=source) for r in rows]
+
+
+def tag_splits(splits: dict[str, list[Row]], domain: str, source: str = "") -> dict[str, list[Row]]:
+    return {name: tag(rows, domain, source) for name, rows in splits.items()}
 
 
 @dataclass(frozen=True)
@@ -185,7 +203,8 @@ def partition(
 
 def check_splits(task_id: str, splits: dict[str, list[Row]]) -> None:
     """Enforce the split-file contract: unique ids, disjoint groups and normalised texts across
-    splits, both labels present and balanced within MAX_LABEL_SHARE, no empty text."""
+    splits, both labels present and balanced within MAX_LABEL_SHARE, no empty text, every row's
+    domain in the vocabulary (evaluator.data.domains)."""
     seen_keys: dict[str, str] = {}
     seen_groups: dict[str, str] = {}
     seen_text: dict[str, str] = {}
@@ -198,6 +217,10 @@ def check_splits(task_id: str, splits: dict[str, list[Row]]) -> None:
         for row in rows:
             if row.label not in (0, 1) or not row.text.strip():
                 raise BuildError(f"{task_id}: row {row.key}: bad label or empty text")
+            try:
+                validate_domain(row.domain, where=f"{task_id}: row {row.key}")
+            except DomainError as exc:
+                raise BuildError(str(exc)) from None
             if row.key in seen_keys:
                 raise BuildError(f"{task_id}: key {row.key} appears twice ({seen_keys[row.key]}, {split})")
             seen_keys[row.key] = split

@@ -13,9 +13,25 @@ evaluation" signal from every other task (``auroc_ea``).
 
 from __future__ import annotations
 
-from evaluator.data.builders.common import BuildContext, BuiltTask, Row, TaskMeta, partition, rng, stable_hash
+from evaluator.data.builders.common import (
+    BuildContext,
+    BuiltTask,
+    Row,
+    TaskMeta,
+    partition,
+    rng,
+    stable_hash,
+    tag_splits,
+)
 from evaluator.data.builders.halueval import CITATION as HALUEVAL_CITATION
-from evaluator.data.builders.halueval import PACKAGE, QA_PATH, VERSION, QAItem, question_pool
+from evaluator.data.builders.halueval import (
+    HOTPOTQA_SOURCE,
+    PACKAGE,
+    QA_PATH,
+    VERSION,
+    QAItem,
+    question_pool,
+)
 
 TASK_ID = "benchmark-vs-user-v1"
 
@@ -138,7 +154,7 @@ def build_eval_awareness(ctx: BuildContext) -> BuiltTask:
                     )
                 )
         splits[split] = rows
-    return BuiltTask(meta=META, splits=splits)
+    return BuiltTask(meta=META, splits=tag_splits(splits, "general_knowledge", HOTPOTQA_SOURCE))
 
 
 META = TaskMeta(

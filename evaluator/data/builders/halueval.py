@@ -24,6 +24,7 @@ from evaluator.data.builders.common import (
     n_words,
     partition,
     stable_shuffle,
+    tag_splits,
 )
 
 PACKAGE, VERSION = "eval-suite", "2.1.4"
@@ -33,6 +34,8 @@ CITATION = (
     "Language Models. EMNLP 2023. Questions from HotpotQA (Yang et al., 2018)."
 )
 TASK_ID = "halueval-qa-v1"
+#: the rows' source: HotpotQA questions as HaluEval ships them (no topic field: general_knowledge)
+HOTPOTQA_SOURCE = "halueval:hotpotqa"
 MAX_WORD_GAP = 2
 MAX_ANSWER_WORDS = 10
 MAX_QUESTION_WORDS = 30
@@ -131,7 +134,7 @@ def build_halueval_qa(ctx: BuildContext) -> BuiltTask:
                     )
                 )
         splits[split] = rows
-    return BuiltTask(meta=META, splits=splits)
+    return BuiltTask(meta=META, splits=tag_splits(splits, "general_knowledge", HOTPOTQA_SOURCE))
 
 
 META = TaskMeta(

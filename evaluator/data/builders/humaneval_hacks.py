@@ -36,7 +36,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import ClassVar
 
-from evaluator.data.builders.common import BuildContext, BuiltTask, Row, TaskMeta, partition, rng, stable_hash
+from evaluator.data.builders.common import (
+    BuildContext,
+    BuiltTask,
+    Row,
+    TaskMeta,
+    partition,
+    rng,
+    stable_hash,
+    tag_splits,
+)
 
 log = logging.getLogger(__name__)
 
@@ -461,7 +470,7 @@ def build_humaneval_hacks(ctx: BuildContext) -> BuiltTask:
                     )
                 )
         splits[split] = rows
-    return BuiltTask(meta=META, splits=splits)
+    return BuiltTask(meta=META, splits=tag_splits(splits, "code", "humaneval"))
 
 
 META = TaskMeta(

@@ -31,6 +31,7 @@ from evaluator.data.builders.common import (
 from evaluator.data.builders.geography import (
     CITIES_PATH,
     COUNTRIES_PATH,
+    GEONAMES_SOURCE,
     LICENSE,
     PACKAGE,
     VERSION,
@@ -184,6 +185,8 @@ def build_city_country(ctx: BuildContext) -> BuiltTask:
                 group=f"c{city.geonameid}",
                 label=0 if right else 1,
                 text=prompts[key],
+                domain="geography",
+                source=GEONAMES_SOURCE,
                 meta={
                     "city": city.name,
                     "country": city.country,

@@ -75,6 +75,7 @@ def build_addition(ctx: BuildContext) -> BuiltTask:
                         group=f"s{min(a, b)}p{max(a, b)}",
                         label=0 if sums_right(outputs[key], a, b) else 1,
                         text=prompts[key],
+                        domain="mathematics",
                         meta={"a": a, "b": b, "model": model, "output": outputs[key], "prompt": kind},
                     )
                 )

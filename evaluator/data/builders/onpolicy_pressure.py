@@ -37,6 +37,7 @@ from evaluator.data.builders.common import BuildContext, BuiltTask, Row, TaskMet
 from evaluator.data.builders.geography import (
     CITIES_PATH,
     COUNTRIES_PATH,
+    GEONAMES_SOURCE,
     LICENSE,
     PACKAGE,
     VERSION,
@@ -198,6 +199,8 @@ def _build(ctx: BuildContext, task_id: str) -> BuiltTask:
                         group=f"c{c.geonameid}",
                         label=label,
                         text=template.format(city=c.name, wrong=w),
+                        domain="geography",
+                        source=GEONAMES_SOURCE,
                         meta={
                             "city": c.name,
                             "country": c.country,

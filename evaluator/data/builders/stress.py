@@ -40,7 +40,8 @@ subset's own sampling noise cancels from the drop.
 
 The file is ``registry/splits/<task>/stress.jsonl``: per base row and transform one row with id
 ``<test id>~<transform>``, the test row's group and label, the rewritten text and
-``meta: {"stress": transform, "source_id": test id}``, in test-file order then transform order.
+``meta: {"stress": transform, "source_id": test id}``, the test row's ``domain`` and ``source``,
+in test-file order then transform order.
 tasks.yaml pins it as the task's ``stress`` ({path, rows, sha256}); ``python -m evaluator
 data-stress`` rebuilds it (``--check`` compares with the committed file).
 """
@@ -208,8 +209,10 @@ def stress_rows(
     give the concept words), in file order; a hard-negative transform rewrites the negative rows
     only."""
     words = concept_words(train_rows)
-    out = []
+    out: list[dict[str, Any]] = []
     for row in stress_base(task_id, test_rows):
+        # the rewritten row is about what its test row is about
+        about: dict[str, Any] = {k: row[k] for k in ("domain", "source") if k in row}
         for transform in TRANSFORMS:
             if transform in NEGATIVES_ONLY and (int(row["label"]) != 0 or not words):
                 continue  # hard negatives: negative rows, on a task whose classes differ in words
@@ -220,6 +223,7 @@ def stress_rows(
                     "label": row["label"],
                     "text": rewrite(row["text"], transform, task_id=task_id, row_id=row["id"], words=words),
                     "meta": {"stress": transform, "source_id": row["id"]},
+                    **about,
                 }
             )
     return out

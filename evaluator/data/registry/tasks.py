@@ -29,8 +29,9 @@ CATEGORIES: tuple[str, ...] = (
 #: The eval-awareness category, and the role of the reference probe every auroc_ea is computed from
 #: (a probe in this category has no auroc_ea). The one home of this name.
 EVAL_AWARENESS = "eval_awareness"
-#: The judges a readout may apply to the model's own greedy continuation (evaluator.axes.steer).
-READOUT_JUDGES: tuple[str, ...] = ("refusal",)
+#: The judges a readout may apply to the model's own greedy continuation (evaluator.axes.steer):
+#: ``refusal`` is judge v1 (onpolicy-refusal-v1's), ``refusal-v2`` judge v2 (evaluator.data.judges).
+READOUT_JUDGES: tuple[str, ...] = ("refusal", "refusal-v2")
 SPLIT_NAMES: tuple[str, ...] = ("train", "test", "distshift", "holdout_pool")
 REQUIRED_SPLITS: tuple[str, ...] = ("train", "test", "holdout_pool")
 TASK_STATUSES: tuple[str, ...] = ("active", "superseded")
@@ -143,11 +144,32 @@ class StructuredFeature:
     field: str = ""
 
     def extract(self, text: str, meta: Mapping[str, Any] | None = None) -> str | None:
-        if self.field:
-            value = (meta or {}).get(self.field)
-            return None if value is None else str(value)
-        match = re.search(self.pattern, text)
-        return None if match is None else match.group(self.name)
+        return _read_declared(self.name, self.pattern, self.field, text, meta)
+
+
+def _read_declared(
+    name: str, pattern: str, fld: str, text: str, meta: Mapping[str, Any] | None
+) -> str | None:
+    if fld:
+        value = (meta or {}).get(fld)
+        return None if value is None else str(value)
+    match = re.search(pattern, text)
+    return None if match is None else match.group(name)
+
+
+@dataclass(frozen=True)
+class StructuredEntity:
+    """One entity a task's rows name (``structured_baseline.entities``): a city, a country, read
+    like a :class:`StructuredFeature` (the named group ``name`` of ``pattern`` in the text, or
+    ``meta[field]``, never FORBIDDEN_FEATURE_FIELDS). The panel's ``entity_embed`` member embeds
+    each with the sentence encoder and combines them in pairs (evaluator.axes.text_panel)."""
+
+    name: str
+    pattern: str = ""
+    field: str = ""
+
+    def extract(self, text: str, meta: Mapping[str, Any] | None = None) -> str | None:
+        return _read_declared(self.name, self.pattern, self.field, text, meta)
 
 
 @dataclass(frozen=True)
@@ -187,6 +209,8 @@ class TaskSpec:
     #: the features of the structured text baseline (``structured_baseline.features``), () when
     #: the card declares none (evaluator.axes.text_panel)
     structured_baseline: tuple[StructuredFeature, ...] = ()
+    #: the entities the rows name (``structured_baseline.entities``), () when the card declares none
+    structured_entities: tuple[StructuredEntity, ...] = ()
 
     def splits_for(self, model_id: str | None = None) -> dict[str, SplitSpec]:
         """The split files a probe on ``model_id`` is measured on: the task's own for a task about

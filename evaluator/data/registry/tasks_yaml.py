@@ -20,6 +20,7 @@ from evaluator.data.registry.tasks import (
     Category,
     ReadoutSpec,
     SplitSpec,
+    StructuredEntity,
     StructuredFeature,
     TaskSpec,
 )
@@ -113,27 +114,67 @@ def _load_readout(entry: dict, where: str) -> tuple[ReadoutSpec | None, str]:
     ), ""
 
 
-def _load_structured_baseline(entry: dict, where: str) -> tuple[StructuredFeature, ...]:
-    """``structured_baseline: {features: [{name, kind, pattern | field}, ...]}``: a pattern is a
+def _load_read(item: Any, at: str, *, what: str) -> tuple[str, str, str]:
+    """The (name, pattern, field) of one ``structured_baseline`` feature or entity: a pattern is a
     regular expression with a named group called ``name``; a field names a key of each row's
-    ``meta`` that is a fact about the input (never FORBIDDEN_FEATURE_FIELDS); each kind one of
-    STRUCTURED_KINDS."""
+    ``meta`` that is a fact about the input (never FORBIDDEN_FEATURE_FIELDS)."""
+    name = item["name"]
+    if not isinstance(name, str) or not _FEATURE_NAME.match(name):
+        raise RegistryError(
+            f"{at}.name must be lowercase letters, digits and _ (a letter first), got {name!r}"
+        )
+    if ("pattern" in item) == ("field" in item):
+        raise RegistryError(f"{at}: give exactly one of pattern (read from the text) or field (row meta)")
+    if "field" in item:
+        fld = item["field"]
+        if not isinstance(fld, str) or not _FEATURE_NAME.match(fld):
+            raise RegistryError(
+                f"{at}.field must be a meta key (lowercase letters, digits and _), got {fld!r}"
+            )
+        if FORBIDDEN_FEATURE_FIELDS.search(fld):
+            raise RegistryError(
+                f"{at}.field {fld!r} reads what the base model did or the label; a structured"
+                f" {what} may only read facts about the input"
+            )
+        return name, "", fld
+    pattern = item["pattern"]
+    if not isinstance(pattern, str):
+        raise RegistryError(f"{at}.pattern must be a string (a regular expression)")
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise RegistryError(f"{at}.pattern is not a valid regular expression: {exc}") from None
+    if name not in compiled.groupindex:
+        raise RegistryError(f"{at}.pattern needs a named group (?P<{name}>...) for {what} {name!r}")
+    return name, pattern, ""
+
+
+def _load_structured_baseline(
+    entry: dict, where: str
+) -> tuple[tuple[StructuredFeature, ...], tuple[StructuredEntity, ...]]:
+    """``structured_baseline: {features: [{name, kind, pattern | field}, ...], entities: [{name,
+    pattern | field}, ...]}``, each list optional but not both absent. A feature's kind is one of
+    STRUCTURED_KINDS; an entity is a string the row names (a city, a country) that the panel's
+    ``entity_embed`` member embeds with the sentence encoder (evaluator.axes.text_panel)."""
     if "structured_baseline" not in entry:
-        return ()
+        return (), ()
     data = entry["structured_baseline"]
     key = "structured_baseline"
     if not isinstance(data, dict):
-        raise RegistryError(f"{where}: {key} must be a mapping with a features list")
-    unknown = sorted(set(data) - {"features"})
+        raise RegistryError(f"{where}: {key} must be a mapping with a features list and/or an entities list")
+    unknown = sorted(set(data) - {"features", "entities"})
     if unknown:
         raise RegistryError(
-            f"{where}: {key}: unknown key(s) {', '.join(map(str, unknown))}; accepted: features"
+            f"{where}: {key}: unknown key(s) {', '.join(map(str, unknown))}; accepted: features, entities"
         )
-    features = data.get("features")
-    if not isinstance(features, list) or not features:
-        raise RegistryError(
-            f"{where}: {key}.features must be a non-empty list of {{name, kind, pattern or field}}"
-        )
+    if not data.get("features") and not data.get("entities"):
+        raise RegistryError(f"{where}: {key} needs a non-empty features list or entities list (or both)")
+    features = data.get("features", [])
+    if not isinstance(features, list):
+        raise RegistryError(f"{where}: {key}.features must be a list of {{name, kind, pattern or field}}")
+    entities = data.get("entities", [])
+    if not isinstance(entities, list):
+        raise RegistryError(f"{where}: {key}.entities must be a list of {{name, pattern or field}}")
     out: list[StructuredFeature] = []
     for i, feature in enumerate(features):
         at = f"{where}: {key}.features[{i}]"
@@ -143,41 +184,31 @@ def _load_structured_baseline(entry: dict, where: str) -> tuple[StructuredFeatur
             raise RegistryError(
                 f"{at}: unknown key(s) {', '.join(map(str, extra))}; accepted: name, kind, pattern, field"
             )
-        name, kind = feature["name"], feature["kind"]
-        if not isinstance(name, str) or not _FEATURE_NAME.match(name):
-            raise RegistryError(
-                f"{at}.name must be lowercase letters, digits and _ (a letter first), got {name!r}"
-            )
+        name, pattern, fld = _load_read(feature, at, what="feature")
         if name in {f.name for f in out}:
             raise RegistryError(f"{at}.name {name!r} is used twice")
+        kind = feature["kind"]
         if kind not in STRUCTURED_KINDS:
             raise RegistryError(f"{at}.kind {kind!r}; accepted: {', '.join(STRUCTURED_KINDS)}")
-        if ("pattern" in feature) == ("field" in feature):
-            raise RegistryError(f"{at}: give exactly one of pattern (read from the text) or field (row meta)")
-        if "field" in feature:
-            fld = feature["field"]
-            if not isinstance(fld, str) or not _FEATURE_NAME.match(fld):
-                raise RegistryError(
-                    f"{at}.field must be a meta key (lowercase letters, digits and _), got {fld!r}"
-                )
-            if FORBIDDEN_FEATURE_FIELDS.search(fld):
-                raise RegistryError(
-                    f"{at}.field {fld!r} reads what the base model did or the label; a structured"
-                    " feature may only read facts about the input"
-                )
-            out.append(StructuredFeature(name=name, kind=kind, field=fld))
-            continue
-        pattern = feature["pattern"]
-        if not isinstance(pattern, str):
-            raise RegistryError(f"{at}.pattern must be a string (a regular expression)")
-        try:
-            compiled = re.compile(pattern)
-        except re.error as exc:
-            raise RegistryError(f"{at}.pattern is not a valid regular expression: {exc}") from None
-        if name not in compiled.groupindex:
-            raise RegistryError(f"{at}.pattern needs a named group (?P<{name}>...) for feature {name!r}")
-        out.append(StructuredFeature(name=name, pattern=pattern, kind=kind))
-    return tuple(out)
+        out.append(StructuredFeature(name=name, pattern=pattern, kind=kind, field=fld))
+    ents: list[StructuredEntity] = []
+    for i, entity in enumerate(entities):
+        at = f"{where}: {key}.entities[{i}]"
+        require(entity, ("name",), at)
+        extra = sorted(set(entity) - {"name", "pattern", "field"})
+        if extra:
+            raise RegistryError(
+                f"{at}: unknown key(s) {', '.join(map(str, extra))}; accepted: name, pattern, field"
+            )
+        name, pattern, fld = _load_read(entity, at, what="entity")
+        if name in {e.name for e in ents}:
+            raise RegistryError(f"{at}.name {name!r} is used twice")
+        ents.append(StructuredEntity(name=name, pattern=pattern, field=fld))
+    if len(ents) == 1:
+        raise RegistryError(
+            f"{where}: {key}.entities names one entity; name two or more (the member combines pairs)"
+        )
+    return tuple(out), tuple(ents)
 
 
 def _load_stress(task_id: str, entry: dict, on_policy: bool, where: str) -> SplitSpec | None:
@@ -248,7 +279,7 @@ def load_tasks(path: Path) -> tuple[dict[str, Category], dict[str, TaskSpec]]:
         if isinstance(minted, dt.date):
             minted = minted.isoformat()
         readout, readout_reason = _load_readout(entry, f"{where}: task {task_id}")
-        structured = _load_structured_baseline(entry, f"{where}: task {task_id}")
+        structured, entities = _load_structured_baseline(entry, f"{where}: task {task_id}")
         tasks[task_id] = TaskSpec(
             id=task_id,
             category=entry["category"],
@@ -265,6 +296,7 @@ def load_tasks(path: Path) -> tuple[dict[str, Category], dict[str, TaskSpec]]:
             text_panel=_load_text_panel(entry.get("text_panel"), on_policy, f"{where}: task {task_id}"),
             stress=_load_stress(task_id, entry, on_policy, where),
             structured_baseline=structured,
+            structured_entities=entities,
             status=status,
             superseded_by=entry.get("superseded_by"),
             supersedes=entry.get("supersedes"),
