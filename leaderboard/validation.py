@@ -21,6 +21,7 @@ from evaluator.core.recipes import METHODS, Recipe
 from evaluator.data.registry.tasks import SPLIT_NAMES
 from evaluator.errors import ArtifactError, EvaluatorError
 from evaluator.metrics import metric_table
+from evaluator.metrics.in_domain import EXTERNAL
 from evaluator.strict_json import JsonRejected, json_loads_strict
 from leaderboard.errors import ValidationFailed
 from leaderboard.models import BaseModel, Category, License, Probe, ProbeVersion, Task
@@ -39,12 +40,15 @@ KNOWN_FIELDS = {
     "paper_url",
     "description",
     "training_data",
+    "trained_on",
     "declared_metrics",
     "recipe",
     "probe",
 }
 TRAINING_DATA_FIELDS = ("tasks", "splits", "text_sha256", "external")
 MAX_TEXT_HASHES = 50_000  # ~3.3 MB of metadata
+#: trained_on: at most this many entries (task ids and "external")
+MAX_TRAINED_ON = 100
 #: The metadata (or recipe) JSON: at most settings.MAX_METADATA_BYTES and this deep.
 MAX_JSON_DEPTH = 8
 MAX_AUTHORS = 100
@@ -73,7 +77,9 @@ class CleanMetadata:
     training_data: dict[str, Any]
     declared_metrics: dict[str, float]
     recipe: dict[str, Any] | None
-    probe_slug: str | None  # a new version of an existing probe of the submitter
+    probe_slug: str | None
+    #: the tasks it was trained on ("external": data outside the registry); None: a recipe says it
+    trained_on: list[str] | None = None  # a new version of an existing probe of the submitter
 
     def document(self) -> dict[str, Any]:
         """The metadata as accepted, in the one shape the workers and the reproduce client read
@@ -95,6 +101,8 @@ class CleanMetadata:
             "training_data": dict(self.training_data),
             "declared_metrics": dict(self.declared_metrics),
         }
+        if self.trained_on is not None:
+            document["trained_on"] = list(self.trained_on)
         if self.recipe is not None:
             document["recipe"] = self.recipe
         if self.probe_slug:
@@ -234,6 +242,8 @@ def metadata_validate(metadata: Any, *, recipe: Any = None) -> CleanMetadata:
     if recipe is not None:
         recipe = _recipe_validate(recipe, base_model=base_model, metadata=metadata)
 
+    trained_on = _trained_on_validate(metadata.get("trained_on"), recipe=recipe, training_data=training_data)
+
     probe_slug = metadata.get("probe")
     if probe_slug is not None and (not isinstance(probe_slug, str) or not _SLUG.match(probe_slug)):
         _fail("probe", "must be the slug of one of your probes (to upload a new version)")
@@ -259,6 +269,7 @@ def metadata_validate(metadata: Any, *, recipe: Any = None) -> CleanMetadata:
         declared_metrics={k: float(v) for k, v in declared.items()},
         recipe=recipe,
         probe_slug=probe_slug,
+        trained_on=trained_on,
     )
 
 
@@ -316,6 +327,49 @@ def _training_data_validate(training_data: Any) -> dict[str, Any]:
         "text_sha256": sorted(set(hashes)),
         "external": external[:5000],
     }
+
+
+def _trained_on_validate(
+    value: Any, *, recipe: dict[str, Any] | None, training_data: dict[str, Any]
+) -> list[str] | None:
+    """What the probe was trained on, which splits its scores into in-domain and cross-domain
+    (``evaluator.metrics.in_domain``): a list of registry task ids, or ``"external"`` (alone or in the
+    list) for data outside the registry, declared by its text hashes (``training_data.text_sha256``).
+    Required without a recipe; with one, the recipe's task is what it was trained on, and a
+    ``trained_on`` sent beside it must name exactly that task."""
+    accepted = (
+        'a list of registry task ids (GET /api/v1/tasks), e.g. ["cities-truth-v1"], or "external" (alone'
+        " or in the list) for data outside the registry, declared by training_data.text_sha256"
+    )
+    if value is None or value == "" or value == []:
+        if recipe is not None:
+            return None
+        _fail("trained_on", f"this field is required for a probe without a recipe; accepted: {accepted}")
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        _fail("trained_on", f"must be {accepted}; got {type(value).__name__}")
+    if len(value) > MAX_TRAINED_ON:
+        _fail("trained_on", f"lists {len(value)} entries; at most {MAX_TRAINED_ON} are accepted")
+    entries = list(dict.fromkeys(text_clean(t, "trained_on", max_length=120) for t in value))
+    task_ids = [t for t in entries if t != EXTERNAL]
+    known = set(Task.objects.filter(slug__in=task_ids).values_list("slug", flat=True))
+    unknown = [t for t in task_ids if t not in known]
+    if unknown:
+        _fail("trained_on", f"unknown task id(s) {', '.join(map(repr, unknown))}; accepted: {accepted}")
+    if EXTERNAL in entries and not training_data.get("text_sha256"):
+        _fail(
+            "trained_on",
+            '"external" needs the training texts declared: training_data.text_sha256, the SHA-256 of each'
+            " normalised training text (python -m evaluator text-hashes FILE)",
+        )
+    if recipe is not None and entries != [recipe["task"]]:
+        _fail(
+            "trained_on",
+            f"the recipe trains on {recipe['task']!r} only; leave trained_on out or set it to"
+            f' ["{recipe["task"]}"]',
+        )
+    return entries
 
 
 def _recipe_validate(recipe: Any, *, base_model: BaseModel, metadata: dict[str, Any]) -> dict:

@@ -282,11 +282,17 @@ class ProbeMetadata:
     training_data: dict[str, Any] = field(default_factory=dict)
     declared_metrics: dict[str, float] = field(default_factory=dict)
     recipe: dict[str, Any] | None = None
+    #: the registry task ids it was trained on, "external" for other data (required by the server
+    #: without a recipe; evaluator.metrics.in_domain); None: not given (a recipe names its task)
+    trained_on: list[str] | None = None
 
     REQUIRED = ("name", "category", "base_model", "layer", "position", "input", "output", "license")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if out["trained_on"] is None:  # not given: probe.json leaves it out
+            del out["trained_on"]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, registry: Registry | None = None) -> ProbeMetadata:
@@ -328,6 +334,13 @@ class ProbeMetadata:
         training = data.get("training_data") or {}
         if not isinstance(training, dict):
             raise ArtifactError("metadata: training_data must be a JSON object")
+        trained_on = data.get("trained_on")
+        if isinstance(trained_on, str):
+            trained_on = [trained_on]
+        if trained_on is not None and (
+            not isinstance(trained_on, list) or not all(isinstance(t, str) for t in trained_on)
+        ):
+            raise ArtifactError('metadata: trained_on must be a list of task ids or "external"')
         meta = cls(
             name=str(data["name"]),
             category=data["category"],
@@ -343,6 +356,7 @@ class ProbeMetadata:
             training_data=dict(training),
             declared_metrics={k: float(v) for k, v in declared.items()},
             recipe=recipe,
+            trained_on=None if trained_on is None else list(trained_on),
         )
         if registry is not None:
             meta.check_against(registry)

@@ -49,6 +49,13 @@ DECLARED_GAP = 0.05
 OPERATING_FPR = 0.01
 
 
+#: The note of an in-domain or cross-domain cell without a value (evaluator.metrics.in_domain).
+NOT_SPLIT = (
+    "not split: the probe declares no training task (scored before trained_on was asked for), that"
+    " side has no scored task (or none with a text panel), or the score predates the split (a rescore"
+    " fills it)"
+)
+
 #: How a metric's value is written: three decimals, a percentage with one decimal, or milliseconds
 #: with four significant digits (latencies span 0.01 ms to seconds).
 FORMATS = ("digits", "percent", "ms")
@@ -95,6 +102,9 @@ class Metric:
     component: str = ""  # the ProbeScore component computed from it
     compare: bool = False  # a row of the compare page
     fmt: str = "digits"  # one of FORMATS
+    #: the per-task metric it is a mean of over part of the tasks (in-domain or cross-domain,
+    #: evaluator.metrics.in_domain): a reliability flag on that metric holds for it too
+    of: str = ""
 
     def __post_init__(self) -> None:
         if self.fmt not in FORMATS:
@@ -252,18 +262,6 @@ METRICS: tuple[Metric, ...] = (
         exported=True,
         version=2,
         interval=True,
-        column=Column(
-            "lift",
-            "Lift/text",
-            unit="AUROC difference",
-            interval="95%: DeLong's paired interval per task; the mean's adds the tasks' variances (in the"
-            " cell's tooltip). ≈0 marks an interval that includes 0",
-            zero="0: no better than the text alone. On a task where the text alone reaches AUROC 1.000 no"
-            " probe can show any lift (the eval-awareness tasks' test rows are separable from their words),"
-            " which says that about the task, not about the probes",
-            top="positive: the probe separates the classes better than any text model of the panel;"
-            " negative: worse",
-        ),
         compare=True,
     ),
     Metric(
@@ -279,14 +277,161 @@ METRICS: tuple[Metric, ...] = (
         True,
         exported=True,
         interval=True,
+        compare=True,
+    ),
+    Metric(
+        "auroc_in_domain",
+        "AUROC in-domain",
+        "mean test AUROC over the tasks the probe was trained on (its recipe's task, or the tasks it"
+        " declares in trained_on) among those it was scored on: in distribution (not in the ProbeScore,"
+        " whose AUROC is the mean over every scored task)",
+        0.0,
+        1.0,
+        True,
+        per_task=False,
+        exported=True,
+        interval=True,
+        of="auroc",
+        column=Column(
+            "auroc_in",
+            "AUROC in",
+            unit="AUROC",
+            interval="95%: bootstrap of the mean over the in-domain tasks (the test rows resampled within"
+            " class)",
+            zero="0.5: chance on the tasks it was trained on",
+            top="1: it separates the classes of its own task(s) perfectly; n/a: no training task declared,"
+            " or none of them scored",
+            na=NOT_SPLIT,
+        ),
+        compare=True,
+    ),
+    Metric(
+        "auroc_cross_domain",
+        "AUROC cross-domain",
+        "mean test AUROC over the category's other tasks the probe was scored on, frozen and out of"
+        " domain (not in the ProbeScore)",
+        0.0,
+        1.0,
+        True,
+        per_task=False,
+        exported=True,
+        interval=True,
+        of="auroc",
+        column=Column(
+            "auroc_cross",
+            "AUROC cross",
+            unit="AUROC",
+            interval="95%: bootstrap of the mean over the cross-domain tasks",
+            zero="0.5: chance on the tasks it was not trained on (below 0.5: reversed there)",
+            top="1: it carries over perfectly to the category's other tasks; n/a: no training task"
+            " declared, or no other task scored",
+            na=NOT_SPLIT,
+        ),
+        compare=True,
+    ),
+    Metric(
+        "lift_over_text_in_domain",
+        "Lift over text in-domain",
+        "mean lift over text (test AUROC minus the strongest text-only baseline's on the same rows) over"
+        " the tasks the probe was trained on",
+        -1.0,
+        1.0,
+        True,
+        per_task=False,
+        exported=True,
+        version=2,
+        interval=True,
+        of="lift_over_text",
+        column=Column(
+            "lift",
+            "Lift/text in",
+            unit="AUROC difference",
+            interval="95%: DeLong's paired interval per task; the mean's adds the tasks' variances (in the"
+            " cell's tooltip). ≈0 marks an interval that includes 0",
+            zero="0: no better than the text alone on its own task(s). On a task where the text alone"
+            " reaches AUROC 1.000 no probe can show any lift (the eval-awareness tasks' test rows are"
+            " separable from their words), which says that about the task, not about the probes",
+            top="positive: the probe separates the classes better than any text model of the panel;"
+            " negative: worse; n/a: no training task declared, or none with a text panel",
+            na=NOT_SPLIT,
+        ),
+        compare=True,
+    ),
+    Metric(
+        "lift_over_text_cross_domain",
+        "Lift over text cross-domain",
+        "mean lift over text over the category's other tasks the probe was scored on: the probe frozen,"
+        " the text panel fit on each task's own train split",
+        -1.0,
+        1.0,
+        True,
+        per_task=False,
+        exported=True,
+        version=2,
+        interval=True,
+        of="lift_over_text",
+        column=Column(
+            "lift_cross",
+            "Lift/text cross",
+            unit="AUROC difference",
+            interval="95%: DeLong's paired interval per task; the mean's adds the tasks' variances. ≈0"
+            " marks an interval that includes 0",
+            zero="0: no better than a text model fit on the task itself (a frozen probe usually is"
+            " worse: the panel is trained in domain)",
+            top="positive: the frozen probe beats text models trained on those tasks; n/a: no training"
+            " task declared, or no other task with a text panel",
+            na=NOT_SPLIT,
+        ),
+        compare=True,
+    ),
+    Metric(
+        "controlled_auroc_in_domain",
+        "Controlled AUROC in-domain",
+        "mean controlled AUROC (a logistic regression of the label on the text controls with and without"
+        " the probe's score, cross-fitted on each task's test rows, the difference of the two AUROCs)"
+        " over the tasks the probe was trained on",
+        -1.0,
+        1.0,
+        True,
+        per_task=False,
+        exported=True,
+        interval=True,
+        of="controlled_auroc",
         column=Column(
             "controlled",
-            "Ctrl AUROC",
+            "Ctrl AUROC in",
             unit="AUROC difference",
             interval="95%: DeLong's paired interval per task; the mean's adds the tasks' variances. ≈0 marks"
             " an interval that includes 0",
-            zero="0: the probe adds nothing the text controls do not already carry",
-            top="positive: the probe carries signal beyond the text",
+            zero="0: on its own task(s) the probe adds nothing the text controls do not already carry",
+            top="positive: the probe carries signal beyond the text; n/a: no training task declared, or"
+            " none with a text panel",
+            na=NOT_SPLIT,
+        ),
+        compare=True,
+    ),
+    Metric(
+        "controlled_auroc_cross_domain",
+        "Controlled AUROC cross-domain",
+        "mean controlled AUROC over the category's other tasks the probe was scored on (the probe"
+        " frozen, the text controls fit on each task)",
+        -1.0,
+        1.0,
+        True,
+        per_task=False,
+        exported=True,
+        interval=True,
+        of="controlled_auroc",
+        column=Column(
+            "controlled_cross",
+            "Ctrl AUROC cross",
+            unit="AUROC difference",
+            interval="95%: DeLong's paired interval per task; the mean's adds the tasks' variances. ≈0 marks"
+            " an interval that includes 0",
+            zero="0: on the tasks it was not trained on the probe adds nothing to the text controls",
+            top="positive: its signal carries over beyond the text; n/a: no training task declared, or no"
+            " other task with a text panel",
+            na=NOT_SPLIT,
         ),
         compare=True,
     ),

@@ -29,7 +29,10 @@ from typing import Any, TypeVar, get_args, get_type_hints
 
 import numpy as np
 
+from evaluator.metrics.breakdown import KINDS as BREAKDOWN_KINDS
+from evaluator.metrics.breakdown import GroupResult
 from evaluator.metrics.compare import mean_delta_ci
+from evaluator.metrics.in_domain import IN_DOMAIN_TASKS_KEY, split_keys
 from evaluator.metrics.measure import TaskMetrics
 from evaluator.metrics.metrics import auroc_mean_ci
 from evaluator.metrics.scoring import Measurements
@@ -80,6 +83,13 @@ class TaskRecord:
     diff_of_means: float | None = None
     lift_random_direction: float | None = None
     lift_diff_of_means: float | None = None
+    #: the test results by the rows' domain and by their source (evaluator.metrics.breakdown);
+    #: empty when the split file names none, or for a record stored before the breakdown existed
+    by_domain: dict[str, GroupResult] = field(default_factory=dict)
+    by_source: dict[str, GroupResult] = field(default_factory=dict)
+    #: one of the tasks the probe was trained on (evaluator.metrics.in_domain.in_domain_tasks); None:
+    #: the probe declares none, or the record was stored before the split existed
+    in_domain: bool | None = None
 
     @classmethod
     def measured(
@@ -89,12 +99,15 @@ class TaskRecord:
         text: Mapping[str, Any] | None,
         baselines: Mapping[str, Any] | None,
         controlled: Mapping[str, Any] | None = None,
+        by_group: Mapping[str, Mapping[str, GroupResult]] | None = None,
     ) -> TaskRecord:
         """From freshly computed metrics, the lift over the task's strongest text baseline
         (:func:`evaluator.axes.text_baselines.text_lift`; None: no panel committed), the controlled
         AUROC (:func:`evaluator.axes.text_baselines.controlled_auroc`) and the test run's
-        ``BaselineResult`` dict (None: none)."""
+        ``BaselineResult`` dict (None: none); ``by_group``: kind → group → its results
+        (:func:`evaluator.metrics.breakdown.breakdowns`; None: none)."""
         b = baselines or {}
+        g = by_group or {}
         t = text or {}
         c = controlled or {}
         return cls(
@@ -109,6 +122,8 @@ class TaskRecord:
             diff_of_means=b.get("diff_of_means_auroc"),
             lift_random_direction=b.get("lift_over_random"),
             lift_diff_of_means=b.get("lift_over_diff_of_means"),
+            by_domain=dict(g.get("domain") or {}),
+            by_source=dict(g.get("source") or {}),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -124,6 +139,9 @@ class TaskRecord:
         d["auroc_ea_imputed"] = d["auroc_ea_status"] == "imputed"
         d["baselines"] = {"random_direction": self.random_direction, "diff_of_means": self.diff_of_means}
         d["lift"] = {"random_direction": self.lift_random_direction, "diff_of_means": self.lift_diff_of_means}
+        d["by_domain"] = {group: r.to_json() for group, r in self.by_domain.items()}
+        d["by_source"] = {group: r.to_json() for group, r in self.by_source.items()}
+        d["in_domain"] = self.in_domain
         return d
 
     @classmethod
@@ -183,7 +201,25 @@ class TaskRecord:
             diff_of_means=_number(base.get("diff_of_means", base.get("diff_of_means_auroc"))),
             lift_random_direction=_number(lift.get("random_direction")),
             lift_diff_of_means=_number(lift.get("diff_of_means")),
+            in_domain=_flag(raw.get("in_domain", metrics.get("in_domain"))),
+            **{
+                f"by_{kind}": _groups(raw.get(f"by_{kind}", metrics.get(f"by_{kind}")))
+                for kind in BREAKDOWN_KINDS
+            },
         )
+
+
+def _flag(value: Any) -> bool | None:
+    """A stored true/false, anything else (absent: stored before it) as None."""
+    return value if isinstance(value, bool) else None
+
+
+def _groups(raw: Any) -> dict[str, GroupResult]:
+    """A stored breakdown (group → its results); anything else (absent: scored before it) reads as empty."""
+    if not isinstance(raw, Mapping):
+        return {}
+    # in sorted order, as the breakdown writes them (a JSONB column does not keep the key order)
+    return {str(k): GroupResult.from_json(v) for k, v in sorted(raw.items()) if isinstance(v, Mapping)}
 
 
 def describe(description: str, *, key: str = "", schema: Mapping[str, Any] | None = None, **kw: Any) -> Any:
@@ -251,6 +287,55 @@ class IntervalsRecord(SubRecord):
     )
     controlled_auroc_ci: list[float] | None = describe(
         "its 95% interval (None unless every task has one)", schema={"minItems": 2, "maxItems": 2}
+    )
+    auroc_in_domain: float | None = describe(
+        "mean of the test AUROC over the tasks the probe was trained on"
+        " (evaluator.metrics.in_domain; None: not declared, or no such task)"
+    )
+    auroc_in_domain_ci: list[float] | None = describe(
+        "its 95% interval (evaluator.metrics.metrics.auroc_mean_ci)", schema={"minItems": 2, "maxItems": 2}
+    )
+    auroc_cross_domain: float | None = describe(
+        "mean of the test AUROC over its other scored tasks"
+        " (evaluator.metrics.in_domain; None: not declared, or no such task)"
+    )
+    auroc_cross_domain_ci: list[float] | None = describe(
+        "its 95% interval (evaluator.metrics.metrics.auroc_mean_ci)", schema={"minItems": 2, "maxItems": 2}
+    )
+    lift_over_text_in_domain: float | None = describe(
+        "mean of the lift over text over the tasks the probe was trained on"
+        " (evaluator.metrics.in_domain; None: not declared, or no such task with a value)"
+    )
+    lift_over_text_in_domain_ci: list[float] | None = describe(
+        "its 95% interval (evaluator.metrics.compare.mean_delta_ci; None unless every task has one)",
+        schema={"minItems": 2, "maxItems": 2},
+    )
+    lift_over_text_cross_domain: float | None = describe(
+        "mean of the lift over text over its other scored tasks"
+        " (evaluator.metrics.in_domain; None: not declared, or no such task with a value)"
+    )
+    lift_over_text_cross_domain_ci: list[float] | None = describe(
+        "its 95% interval (evaluator.metrics.compare.mean_delta_ci; None unless every task has one)",
+        schema={"minItems": 2, "maxItems": 2},
+    )
+    controlled_auroc_in_domain: float | None = describe(
+        "mean of the controlled AUROC over the tasks the probe was trained on"
+        " (evaluator.metrics.in_domain; None: not declared, or no such task with a value)"
+    )
+    controlled_auroc_in_domain_ci: list[float] | None = describe(
+        "its 95% interval (mean_delta_ci; None unless every task has one)",
+        schema={"minItems": 2, "maxItems": 2},
+    )
+    controlled_auroc_cross_domain: float | None = describe(
+        "mean of the controlled AUROC over its other scored tasks"
+        " (evaluator.metrics.in_domain; None: not declared, or no such task with a value)"
+    )
+    controlled_auroc_cross_domain_ci: list[float] | None = describe(
+        "its 95% interval (mean_delta_ci; None unless every task has one)",
+        schema={"minItems": 2, "maxItems": 2},
+    )
+    in_domain_tasks: list[str] | None = describe(
+        "the scored tasks counted in-domain (None: the probe declares no training task)"
     )
 
 
@@ -432,6 +517,7 @@ def aggregate_stored(
     imputed: Mapping[str, str],
     stress: Mapping[str, Any] | None = None,
     robustness: Mapping[str, Any] | None = None,
+    domains: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``Score.measurements`` (:class:`AggregateRecord`, as JSON): the aggregate of
     :func:`evaluator.metrics.measure.aggregate_measurements` with what the board keeps beside it: the
@@ -441,7 +527,9 @@ def aggregate_stored(
     on-policy tasks this base model has no behaviour on, the latency's device and model forward,
     ρ per transfer target, direction utility (``steer``: ``direction_utility`` and ``steer``), the
     stress axis (:func:`evaluator.axes.stress.stress_summary`), the robustness axis
-    (:func:`evaluator.axes.attack.robustness_summary`), and why each imputed component was imputed.
+    (:func:`evaluator.axes.attack.robustness_summary`), why each imputed component was imputed, and
+    the in-domain and cross-domain means (``domains``: :func:`evaluator.metrics.in_domain.domain_split`;
+    None: not computed, every one None).
     An axis summary with a key its sub-record does not know raises ValueError."""
 
     means: dict[str, Any] = {}
@@ -456,7 +544,11 @@ def aggregate_stored(
     record = AggregateRecord(
         **{k: aggregate[k] for k in AGGREGATE_MEANS},
         extra={k: v for k, v in aggregate.items() if k not in AGGREGATE_MEANS},
-        intervals=IntervalsRecord(auroc_ci=list(auroc_mean_ci(list(tests))), **means),
+        intervals=IntervalsRecord(
+            auroc_ci=list(auroc_mean_ci(list(tests))),
+            **means,
+            **{k: (domains or {}).get(k) for k in (*split_keys(), IN_DOMAIN_TASKS_KEY)},
+        ),
         not_measured_on_policy=sorted(not_measured_on_policy),
         latency=LatencyRecord(device=latency.get("device"), model_forward_ms=latency.get("model_forward_ms")),
         transfer=TransferRecord(rho=dict(transfer)),

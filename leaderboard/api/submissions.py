@@ -159,7 +159,12 @@ class SubmissionInputSerializer(serializers.Serializer):
         help_text="probe.safetensors",
         error_messages={"invalid": "must be an uploaded file (multipart)"},
     )
-    metadata = JsonTextField(help_text="JSON: the probe.json written by `python -m evaluator train`")
+    metadata = JsonTextField(
+        help_text="JSON: the probe.json written by `python -m evaluator train`. Without a recipe it must"
+        ' name trained_on: a list of registry task ids the probe was trained on, or "external" (alone or'
+        " in the list) with training_data.text_sha256 declaring the external texts; its scores are then"
+        " split into in-domain (those tasks) and cross-domain (the category's other tasks)"
+    )
     recipe = JsonTextField(required=False, help_text="optional JSON recipe")
 
     def to_internal_value(self, data):

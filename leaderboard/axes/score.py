@@ -122,6 +122,13 @@ SCORE = Axis(
         "latency_ms",
         "lift_over_text",
         "controlled_auroc",
+        # the same per-task numbers averaged over the in-domain and cross-domain tasks
+        "auroc_in_domain",
+        "auroc_cross_domain",
+        "lift_over_text_in_domain",
+        "lift_over_text_cross_domain",
+        "controlled_auroc_in_domain",
+        "controlled_auroc_cross_domain",
     ),
     optional=False,
 )

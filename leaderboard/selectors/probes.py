@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from django.db.models import Prefetch
 
 from evaluator.data.registry.tasks import EVAL_AWARENESS
+from evaluator.metrics import metric_table
+from evaluator.metrics.breakdown import MIN_ROWS_PER_CLASS
+from evaluator.metrics.in_domain import IN_DOMAIN_TASKS_KEY, SIDES, SPLIT_METRICS
 from evaluator.metrics.records import TaskRecord
 from leaderboard.models import (
     BaseModel,
@@ -78,7 +81,16 @@ def task_result_normalize(raw: dict) -> dict:
         "reliability": m.reliability,
         "baselines": {k: v for k, v in baselines.items() if v is not None},
         "lift": {k: v for k, v in lift.items() if v is not None},
+        "in_domain": record.in_domain,
+        "by_domain": _groups_shown(record.by_domain),
+        "by_source": _groups_shown(record.by_source),
     }
+
+
+def _groups_shown(groups: dict) -> list[dict]:
+    """A task's breakdown (``TaskRecord.by_domain`` / ``by_source``) as rows: ``group`` first, then
+    the stored fields (evaluator.metrics.breakdown.GroupResult), in the stored (sorted) order."""
+    return [{"group": group, **result.to_json()} for group, result in groups.items()]
 
 
 @dataclass
@@ -105,12 +117,44 @@ class ProbeDetail:
     ea_reference: dict | None = None
 
     @property
+    def domains(self) -> dict:
+        """The in-domain / cross-domain split of the shown Score (evaluator.metrics.in_domain): its
+        state (``split``; ``not_declared``: the version names no training task; ``not_computed``:
+        scored before the split, a rescore fills it), the tasks counted in-domain, and a row per
+        split metric with both sides and the all-task mean, each value with its interval."""
+        m = (self.score.measurements if self.score is not None else None) or {}
+        if IN_DOMAIN_TASKS_KEY not in m:
+            state = "not_computed"
+        else:
+            state = "not_declared" if m[IN_DOMAIN_TASKS_KEY] is None else "split"
+        rows = []
+        for name in SPLIT_METRICS:
+            cells = [(f"{name}_{side}", metric_table.metric(f"{name}_{side}")) for side in SIDES]
+            rows.append(
+                {
+                    "label": metric_table.metric(name).label,
+                    "definition": metric_table.metric(name).definition,
+                    "cells": [
+                        {"value": _number(m.get(key)), "ci": parse_ci(m.get(f"{key}_ci")), "fmt": row.fmt}
+                        for key, row in cells
+                    ],
+                    "all": {"value": _number(m.get(name)), "ci": parse_ci(m.get(f"{name}_ci"))},
+                }
+            )
+        return {"state": state, "tasks": m.get(IN_DOMAIN_TASKS_KEY) or [], "rows": rows}
+
+    @property
     def version_numbers(self) -> list[int]:
         return [v.number for v in self.versions]
 
     @property
     def ea_not_applicable(self) -> bool:
         return self.probe.category_id == EVAL_AWARENESS
+
+    @property
+    def breakdown_min_rows(self) -> int:
+        """The rows of each class a group of the breakdown by domain or source needs to be shown."""
+        return MIN_ROWS_PER_CLASS
 
     @property
     def stable(self) -> bool:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q
 
 from evaluator.data.registry.load import load_registry
 from evaluator.data.registry.weights import COMPONENTS
+from evaluator.data.split_groups import domains_present, named_domains_missing
+from evaluator.errors import EvaluatorError
 from leaderboard.models import (
     BaseModel,
     Category,
@@ -18,6 +22,7 @@ from leaderboard.models import (
     ProbeVersion,
     Score,
     Task,
+    TaskSplit,
     WeightsSpec,
 )
 from leaderboard.policy import SATURATED_AUROC, saturated
@@ -28,6 +33,8 @@ from leaderboard.selectors.board.rows import Board, BoardRow, JsonPaths, board_r
 
 SPLIT_ORDER = ("train", "test", "distshift", "holdout_pool")
 
+log = logging.getLogger(__name__)
+
 
 def category_list() -> list[Category]:
     """The categories with ``n_tasks`` and ``n_probes`` (probes with a public version, from the
@@ -37,6 +44,25 @@ def category_list() -> list[Category]:
     for c in categories:
         c.n_probes = counts.get(c.slug, 0)
     return categories
+
+
+def category_named_domains_missing(*, category: str) -> list[str]:
+    """The domains the methodology names (evaluator.data.split_groups.NAMED_DOMAINS) that no active
+    task of ``category`` has test rows in, read from the pinned test split files (every base model's
+    for an on-policy task). Each file is read once per process and pinned hash, so a page view reads
+    none. Empty when no test split of the category names any domain (then nothing is known either
+    way) or a file cannot be read (logged)."""
+    splits = TaskSplit.objects.filter(
+        task__category_id=category, task__status=Task.Status.ACTIVE, name=TaskSplit.Name.TEST
+    ).values_list("path", "sha256")
+    present: set[str] = set()
+    for path, sha256 in splits:
+        try:
+            present |= domains_present(Path(settings.REGISTRY_ROOT) / path, sha256)
+        except EvaluatorError as exc:
+            log.warning("domains of %s not read: %s", path, exc)
+            return []
+    return named_domains_missing(present) if present else []
 
 
 def task_list(*, category: str | None = None) -> list[Task]:

@@ -69,9 +69,14 @@ def flagged_metrics() -> list[str]:
 
 def flagged_sort(sort: str) -> str | None:
     """The flagged metric a board sort key orders by (a metric's own column, or the component
-    computed from it: ``metric_table.column_metric``), or None when the sort is not flagged."""
+    computed from it: ``metric_table.column_metric``; or the per-task metric a column averages over
+    part of the tasks, its ``of``), or None when the sort is not flagged."""
     metric = column_metric(sort)
-    return metric.name if metric is not None and metric.name in flagged_metrics() else None
+    if metric is None:
+        return None
+    flagged = flagged_metrics()
+    # an in-domain or cross-domain mean is as unreliable as the per-task metric it averages
+    return next((name for name in (metric.name, metric.of) if name and name in flagged), None)
 
 
 def reliability_rows() -> dict[str, Any] | None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from django.db import transaction
@@ -22,6 +24,8 @@ from evaluator.data.registry.licenses import LicenseSpec
 from evaluator.data.registry.tasks import EVAL_AWARENESS
 from evaluator.data.registry.weights import WeightsSpec as SpecData
 from evaluator.errors import EvaluatorError
+from evaluator.metrics.breakdown import breakdowns
+from evaluator.metrics.in_domain import domain_split, in_domain_tasks
 from evaluator.metrics.measure import (
     ScoredExamples,
     TaskMetrics,
@@ -153,9 +157,22 @@ def measurements_compute(
         text, controlled = _text_lift(
             tasks[task_id], version.probe.base_model_id, by_task[task_id]["test"].example_scores, tm
         )
-        records[task_id] = TaskRecord.measured(
-            tm, text=text, controlled=controlled, baselines=extras[task_id]["baselines"]
+        test_run = ScoredExamples.from_records(by_task[task_id]["test"].example_scores)
+        groups = _row_groups(tasks[task_id], version.probe.base_model_id, tm)
+        by_group = breakdowns(
+            test_run.ids,
+            test_run.labels,
+            test_run.scores,
+            threshold=tm.threshold_1pct_fpr,  # the task's operating point (train negatives, 1% FPR)
+            row_groups=groups,
         )
+        records[task_id] = TaskRecord.measured(
+            tm, text=text, controlled=controlled, baselines=extras[task_id]["baselines"], by_group=by_group
+        )
+    # in-domain: the tasks it was trained on; the others it reads frozen, out of domain
+    in_domain = in_domain_tasks(version)
+    for task_id, record in records.items():
+        records[task_id] = replace(record, in_domain=None if in_domain is None else task_id in in_domain)
     protocol, environment = _measured_under([r for splits in by_task.values() for r in splits.values()])
     tests = [ScoredExamples.from_records(by_task[t]["test"].example_scores) for t in per_task]
     stored_aggregate = aggregate_stored(
@@ -180,6 +197,11 @@ def measurements_compute(
         ],
         latency=latencies[0],
         imputed=imputed,
+        domains=domain_split(
+            records,
+            tests={t: (test.scores, test.labels) for t, test in zip(per_task, tests, strict=True)},
+            in_domain=in_domain,
+        ),
         **summary.stored,
     )
     return {
@@ -228,6 +250,25 @@ def _text_lift(
         log.warning("lift over text on %s not measured: %s", task.slug, exc)
         metrics.notes.append(f"lift over text not measured: {exc}")
         return None, None
+
+
+def _row_groups(task: Task, base_model_id: str, metrics: TaskMetrics) -> dict[str, dict[str, str | None]]:
+    """Each test row's domain and source, from the task's pinned test split file (the base model's
+    own for an on-policy task). A file that cannot be read leaves the breakdown empty, with the reason
+    in the task's notes: it is shown beside the per-task results, so it never fails the score."""
+    from django.conf import settings
+
+    from evaluator.data.split_groups import row_groups
+
+    split = task.splits.filter(name="test", base_model_id=base_model_id if task.on_policy else None).first()
+    if split is None:
+        return {}
+    try:
+        return row_groups(Path(settings.REGISTRY_ROOT) / split.path, split.sha256)
+    except EvaluatorError as exc:
+        log.warning("breakdown by domain on %s not measured: %s", task.slug, exc)
+        metrics.notes.append(f"breakdown by domain and source not measured: {exc}")
+        return {}
 
 
 def _measured_under(score_runs: list[EvaluationRun]) -> tuple[str, dict[str, Any]]:

@@ -33,6 +33,26 @@ class SubmissionForm(forms.Form):
         help_text="task train splits the probe was trained on",
     )
     training_external = forms.CharField(max_length=1000, required=False, label="External training data")
+    training_text_sha256 = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        label="Training text hashes",
+        help_text="external data: the SHA-256 of each normalised training text, one per line"
+        " (python -m evaluator text-hashes FILE)",
+    )
+    trained_on = forms.ModelMultipleChoiceField(
+        queryset=Task.objects.all(),
+        to_field_name="slug",
+        required=False,
+        label="Trained on",
+        help_text="required without a recipe: the tasks it was trained on (its in-domain tasks; the"
+        " category's other tasks are cross-domain)",
+    )
+    trained_on_external = forms.BooleanField(
+        required=False,
+        label="Trained on external data",
+        help_text="data outside the registry (declare its text hashes above)",
+    )
     declared_auroc = forms.FloatField(min_value=0, max_value=1, required=False, label="Declared AUROC")
     recipe = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 4}),
@@ -62,6 +82,12 @@ class SubmissionForm(forms.Form):
                 "external": d["training_external"],
             },
         }
+        hashes = d["training_text_sha256"].split()
+        if hashes:
+            meta["training_data"]["text_sha256"] = hashes
+        trained_on = [t.slug for t in d["trained_on"]] + (["external"] if d["trained_on_external"] else [])
+        if trained_on:
+            meta["trained_on"] = trained_on
         if d.get("declared_auroc") is not None:
             meta["declared_metrics"] = {"auroc": d["declared_auroc"]}
         if d.get("probe"):

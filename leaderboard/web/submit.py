@@ -21,6 +21,7 @@ from probebench.security import form_throttled
 # form field that shows a service error about a metadata key
 FIELD_FOR: dict[str | None, str | None] = {
     "training_data": "training_tasks",
+    "trained_on": "trained_on",
     "declared_metrics": "declared_auroc",
     "metadata": None,
 }

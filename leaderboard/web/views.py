@@ -189,6 +189,7 @@ def category(request, slug):
         "current": slug,
         "pending": pending_by_category().get(slug),
         "examples_export": next(iter(examples_exports_list()), None),
+        "missing_domains": registry.category_named_domains_missing(category=slug),
     }
     return render(request, "leaderboard/category.html", context)
 

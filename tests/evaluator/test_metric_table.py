@@ -129,6 +129,13 @@ def test_the_export_columns_are_the_exported_rows(one_more_row):
         "lift_over_text",
         "lift_over_text_ci_lo",
         "lift_over_text_ci_hi",
+        # the in-domain and cross-domain means (evaluator.metrics.in_domain), in-domain first
+        "lift_over_text_in_domain",
+        "lift_over_text_in_domain_ci_lo",
+        "lift_over_text_in_domain_ci_hi",
+        "lift_over_text_cross_domain",
+        "lift_over_text_cross_domain_ci_lo",
+        "lift_over_text_cross_domain_ci_hi",
     ]
 
 

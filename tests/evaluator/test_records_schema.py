@@ -16,6 +16,7 @@ from evaluator.axes.attack import robustness_summary
 from evaluator.axes.stress import stress_metrics, stress_summary
 from evaluator.metrics import records, records_schema
 from evaluator.metrics.compare import mean_delta_ci
+from evaluator.metrics.in_domain import IN_DOMAIN_TASKS_KEY, split_keys
 from evaluator.metrics.metrics import auroc_mean_ci
 from evaluator.metrics.records import AggregateRecord, SteerRecord, aggregate_stored
 from tests.evaluator.test_records import _aggregate, examples, metrics_of, stored_score
@@ -71,6 +72,8 @@ def _spread_as_before(aggregate, *, tests, lifts_over_text, controlled, not_meas
         with_ci = [(v, ci) for v, ci in values if ci is not None]
         ci = mean_delta_ci(with_ci) if with_ci and len(with_ci) == len(values) else None
         out[ci_key] = None if ci is None else list(ci)
+    # since the in-domain / cross-domain split: its keys after the all-task means (None: not computed)
+    out |= dict.fromkeys((*split_keys(), IN_DOMAIN_TASKS_KEY))
     out["not_measured_on_policy"] = sorted(not_measured_on_policy)
     return {
         **out,

@@ -42,6 +42,7 @@ def metadata(**training_data) -> dict:
         "output": "logit",
         "license": "MIT",
         "training_data": training_data,
+        "trained_on": [TRUTH_TASK],
     }
 
 

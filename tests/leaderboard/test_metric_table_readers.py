@@ -36,6 +36,7 @@ def _metadata(declared: dict) -> dict:
         "license": "MIT",
         "authors": ["Ada"],
         "training_data": {"tasks": [], "external": ""},
+        "trained_on": ["cities-truth-v1"],
         "declared_metrics": declared,
     }
 

@@ -37,6 +37,7 @@ def metadata(**overrides) -> dict:
         "license": "MIT",
         "authors": ["Ada"],
         "training_data": {"tasks": [], "external": ""},
+        "trained_on": ["cities-truth-v1"],
     }
     meta.update(overrides)
     return {k: v for k, v in meta.items() if v is not None}

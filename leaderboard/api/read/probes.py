@@ -16,6 +16,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from evaluator.metrics import metric_table
+from evaluator.metrics.breakdown import MEASURED, MIN_ROWS_PER_CLASS, TOO_FEW_ROWS
 from leaderboard.api.read.base import SLUG_PATTERN, PublicReadApi
 from leaderboard.api.read.board import ComponentsOutput
 from leaderboard.api.read.records import CycleResultOutput, LeakageOutput
@@ -29,6 +30,32 @@ def _task_metric(name: str) -> serializers.FloatField:
     """One task's value of a metric of the metric table, with its help text from the row."""
     return serializers.FloatField(
         source=f"result.{name}", allow_null=True, help_text=metric_help(metric_table.metric(name), task=True)
+    )
+
+
+class GroupResultOutput(serializers.Serializer):
+    """One group of a task's breakdown by domain or source (evaluator.metrics.breakdown)."""
+
+    group = serializers.CharField(
+        help_text="the domain or source the test split's rows name (data, not a fixed list)"
+    )
+    n_pos = serializers.IntegerField(help_text="its test rows with the behaviour (label 1)")
+    n_neg = serializers.IntegerField(help_text="its test rows without it (label 0)")
+    status = serializers.ChoiceField(
+        choices=[MEASURED, TOO_FEW_ROWS],
+        help_text=f"measured, or too_few_rows: fewer than {MIN_ROWS_PER_CLASS} rows of either class (no numbers)",
+    )
+    auroc = serializers.FloatField(allow_null=True, help_text="AUROC on the group's test rows")
+    auroc_ci = serializers.ListField(
+        child=serializers.FloatField(), allow_null=True, help_text="its 95% bootstrap interval [low, high]"
+    )
+    recall_at_1pct_fpr = serializers.FloatField(
+        allow_null=True,
+        help_text="recall of the group's positives at the task's operating point (the threshold fixed on"
+        " the train split's negatives at 1% FPR); null without a train run",
+    )
+    recall_at_1pct_fpr_ci = serializers.ListField(
+        child=serializers.FloatField(), allow_null=True, help_text="its Wilson 95% interval [low, high]"
     )
 
 
@@ -63,6 +90,14 @@ class TaskResultOutput(serializers.Serializer):
     )
     text_baseline_auroc = serializers.FloatField(source="result.text_baseline_auroc", allow_null=True)
     n_test = serializers.IntegerField(source="result.n_test", allow_null=True)
+    in_domain = serializers.BooleanField(
+        source="result.in_domain",
+        allow_null=True,
+        help_text="one of the tasks the probe was trained on (its recipe's task, or its declared"
+        " trained_on): in distribution; false: frozen and out of domain; null: the probe declares no"
+        " training task, or scored before the split (the score's measurements hold the in-domain and"
+        " cross-domain means)",
+    )
     baselines = serializers.DictField(
         child=serializers.FloatField(),
         source="result.baselines",
@@ -75,6 +110,17 @@ class TaskResultOutput(serializers.Serializer):
         help_text="[[fpr, tpr], ...]",
     )
     reliability = serializers.ListField(child=serializers.DictField(), source="result.reliability")
+    by_domain = GroupResultOutput(
+        many=True,
+        source="result.by_domain",
+        help_text="the test results by the rows' domain, groups in sorted order (empty: the split names"
+        " none, or scored before the breakdown)",
+    )
+    by_source = GroupResultOutput(
+        many=True,
+        source="result.by_source",
+        help_text="the test results by the rows' source (the dataset they come from), likewise",
+    )
 
 
 class VersionOutput(serializers.Serializer):
