@@ -13,9 +13,7 @@ Pure Python (no Django): the builders, the registry tests and the site read it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from evaluator.errors import EvaluatorError
@@ -184,60 +182,3 @@ def rho_pair_domain(pair_domain: str, *, harmful: bool) -> str:
     if harmful:
         return "ethics_safety"
     return RHO_PAIR_TOPIC_DOMAINS.get(pair_domain.split("_vs_", 1)[0], "everyday_life")
-
-
-# --------------------------------------------------------------------------- reading committed rows
-
-
-def missing_named_domains(
-    tasks_rows_by_category: Mapping[str, Iterable[Iterable[Mapping[str, Any]]]],
-) -> dict[str, list[str]]:
-    """Per category, the :data:`NAMED_DOMAINS` no row of any of its tasks is in.
-
-    ``tasks_rows_by_category``: category id -> its tasks' rows (an iterable per task, each row a dict
-    with a ``domain``). A category with no rows lacks every named domain."""
-    out: dict[str, list[str]] = {}
-    for category, tasks in tasks_rows_by_category.items():
-        present = {row.get("domain") for rows in tasks for row in rows}
-        out[category] = [d for d in NAMED_DOMAINS if d not in present]
-    return out
-
-
-def split_domains(path: str | Path) -> dict[str, tuple[str, str | None]]:
-    """Row id -> (domain, source or None) of one split file."""
-    out: dict[str, tuple[str, str | None]] = {}
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                row = json.loads(line)
-                out[str(row["id"])] = (
-                    validate_domain(row.get("domain"), where=f"{path}: {row['id']}"),
-                    row.get("source"),
-                )
-    return out
-
-
-def task_domains(
-    root: str | Path, task_id: str, *, model: str | None = None
-) -> dict[str, tuple[str, str | None]]:
-    """Row id -> (domain, source or None) over every split file of ``task_id`` under ``root`` (for an
-    on-policy task, the files of base model ``model``; without it, of every model: the ids of one row
-    are the same across models, and so are its domain and source)."""
-    base = Path(root) / "registry" / "splits" / task_id
-    if not base.is_dir():
-        raise DomainError(f"task {task_id!r} has no split files under {base}")
-    paths = sorted((base / model).glob("*.jsonl")) if model else sorted(base.rglob("*.jsonl"))
-    out: dict[str, tuple[str, str | None]] = {}
-    for path in paths:
-        out.update(split_domains(path))
-    return out
-
-
-def row_domain(
-    root: str | Path, task_id: str, row_id: str, *, model: str | None = None
-) -> tuple[str, str | None]:
-    """(domain, source or None) of one row of ``task_id``, by its id (stress rows included)."""
-    found = task_domains(root, task_id, model=model)
-    if row_id not in found:
-        raise DomainError(f"task {task_id}: no row with id {row_id!r}")
-    return found[row_id]

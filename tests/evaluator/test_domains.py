@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.data import domains as d
+from evaluator.data.split_groups import named_domains_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 SPLIT_FILES = sorted((ROOT / "registry" / "splits").rglob("*.jsonl"))
@@ -62,15 +63,6 @@ def test_rho_pairs_harmful_half_is_safety_benign_half_its_topic():
     assert d.rho_pair_domain("gardening_vs_arson", harmful=False) == "everyday_life"
 
 
-def test_missing_named_domains_lists_what_no_task_of_a_category_has():
-    rows = {"a": [[{"domain": "code"}], [{"domain": "medicine"}]], "b": [[{"domain": "geography"}]]}
-    assert d.missing_named_domains(rows) == {"a": ["law"], "b": ["medicine", "law", "code"]}
-
-
-def test_split_domains_reads_id_domain_and_source(tmp_path):
-    path = tmp_path / "s.jsonl"
-    path.write_text('{"id": "x", "domain": "law", "source": "rho"}\n{"id": "y", "domain": "code"}\n')
-    assert d.split_domains(path) == {"x": ("law", "rho"), "y": ("code", None)}
-    path.write_text('{"id": "z", "domain": "astrology"}\n')
-    with pytest.raises(d.DomainError):
-        d.split_domains(path)
+def test_named_domains_missing_lists_what_no_row_is_in():
+    assert named_domains_missing(["code", "geography"]) == ["medicine", "law"]
+    assert named_domains_missing([]) == list(d.NAMED_DOMAINS)
