@@ -10,14 +10,8 @@ import random
 
 import numpy as np
 
-from evaluator.axes.text_panel import (
-    GBM_DEPTHS,
-    PanelRows,
-    entity_pair_cosines,
-    entity_pair_features,
-    fit_member,
-    panel_members,
-)
+from evaluator.axes.text_members import entity_pair_cosines, entity_pair_features
+from evaluator.axes.text_panel import GBM_DEPTHS, PanelRows, fit_member, panel_members
 from evaluator.data.registry.load import load_registry
 from evaluator.data.registry.tasks import StructuredEntity, StructuredFeature
 

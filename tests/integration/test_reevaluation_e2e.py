@@ -66,6 +66,7 @@ def leaky(mini_root, tmp_path_factory):
         name="Memorised cities probe",
         recipe=None,
         training_data={"tasks": [TRUTH], "splits": ["test"], "external": ""},
+        trained_on=[TRUTH],
     )
 
 
@@ -312,7 +313,9 @@ def test_a_new_reference_version_recomputes_auroc_ea_from_stored_scores_without_
             Run.objects.filter(probe_version=truth).values_list("pk", "attempts", "finished_at")
         )
 
-        edit_probe_json(reference_v2, probe=ref1.probe.slug, recipe=None)  # a new version of the same probe
+        edit_probe_json(
+            reference_v2, probe=ref1.probe.slug, recipe=None, trained_on=[EA_TASK]
+        )  # a new version
         ref2 = scored(submit_dir(system_account, reference_v2), [worker]).probe_version
         assert ref2.probe_id == ref1.probe_id and ref2.number == 2
         wait_for(

@@ -39,6 +39,8 @@ def metadata(**overrides) -> dict:
         "training_data": {"tasks": [], "external": ""},
         "trained_on": ["cities-truth-v1"],
     }
+    if overrides.get("recipe") and "trained_on" not in overrides:
+        del meta["trained_on"]  # a recipe names the task it trains on
     meta.update(overrides)
     return {k: v for k, v in meta.items() if v is not None}
 
