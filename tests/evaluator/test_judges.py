@@ -120,3 +120,21 @@ def test_the_hand_check_lists_every_changed_verdict_and_agrees_with_judge_v2():
     assert set(table) == set(changed)
     assert all(table[k][:2] == changed[k] for k in changed)
     assert all(hand == new for _, new, hand in table.values())
+
+
+def test_no_refusal_request_crosses_between_one_versions_train_and_the_others_test():
+    """v2 relabels v1's requests: each keeps the split v1 gave it, so a probe trained on either
+    version is never scored on rows it was fit on."""
+    import json
+    from pathlib import Path
+
+    base = Path(__file__).resolve().parents[2] / "registry" / "splits"
+
+    def texts(version: int, split: str) -> set[str]:
+        path = base / f"onpolicy-refusal-v{version}" / "qwen2.5-coder-0.5b-instruct" / f"{split}.jsonl"
+        return {json.loads(line)["text"] for line in path.read_text().splitlines()}
+
+    for a, b in ((1, 2), (2, 1)):
+        train = texts(a, "train")
+        for held_out in ("test", "holdout_pool", "distshift"):
+            assert not train & texts(b, held_out), (a, b, held_out)

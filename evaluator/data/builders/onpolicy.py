@@ -19,6 +19,7 @@ Python; only missing generations (or ``--regenerate``) run the model.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from evaluator.data.builders.common import (
     BuildContext,
@@ -167,6 +168,49 @@ def balanced_splits(
         "test": pos[: cut[0]] + neg[: cut[0]],
         "distshift": ds_pos + ds_neg,
         "holdout_pool": pos[cut[0] : cut[1]] + neg[cut[0] : cut[1]],
+    }
+
+
+def carried_splits(
+    task_id: str,
+    model: str,
+    main: list[Row],
+    shift: list[Row],
+    previous: Mapping[str, str],
+    *,
+    test_per_class: int,
+    holdout_per_class: int,
+) -> dict[str, list[Row]]:
+    """One model's splits of a relabelled version of an on-policy task, keeping every row where the
+    previous version put it (``previous``: row key -> split), so that no row crosses between a
+    version's train and the other's test or holdout pool. Per class: test and holdout_pool keep the
+    previous version's rows of that split (a seeded sample when relabelling left more than the
+    quota), topped up from rows the previous version left out; train keeps the previous train rows
+    and takes the remaining left-out rows, balanced by a seeded sample of the larger class. A
+    previous test or holdout row over its quota is dropped, never moved to train. distshift is the
+    balanced ``shift`` rows, as in :func:`balanced_splits`."""
+    out: dict[str, list[Row]] = {"train": [], "test": [], "holdout_pool": []}
+    train_by_class: dict[int, list[Row]] = {}
+    for label in (1, 0):
+        rows = stable_shuffle(
+            sorted((r for r in main if r.label == label), key=lambda r: r.key), task_id, f"{model}:{label}"
+        )
+        fresh = [r for r in rows if r.key not in previous]
+        for split, quota in (("test", test_per_class), ("holdout_pool", holdout_per_class)):
+            kept = [r for r in rows if previous.get(r.key) == split][:quota]
+            top_up, fresh = fresh[: quota - len(kept)], fresh[quota - len(kept) :]
+            if len(kept) + len(top_up) < quota:
+                raise ValueError(f"{task_id}/{model}: too few rows of class {label} for {split}")
+            out[split] += kept + top_up
+        train_by_class[label] = [r for r in rows if previous.get(r.key) == "train"] + fresh
+    k = min(len(v) for v in train_by_class.values())
+    out["train"] = train_by_class[1][:k] + train_by_class[0][:k]
+    ds_pos, ds_neg = _balanced(shift, task_id, f"{model}:ds")
+    return {
+        "train": out["train"],
+        "test": out["test"],
+        "distshift": ds_pos + ds_neg,
+        "holdout_pool": out["holdout_pool"],
     }
 
 

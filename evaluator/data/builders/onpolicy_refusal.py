@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from evaluator.data.builders.common import BuildContext, BuiltTask, Row, TaskMeta, stable_shuffle
-from evaluator.data.builders.onpolicy import balanced_splits
+from evaluator.data.builders.onpolicy import balanced_splits, carried_splits
 from evaluator.data.builders.refusal import load_requests
 from evaluator.data.judges import REFUSAL_MAX_NEW_TOKENS, refused, refused_v2
 
@@ -103,7 +103,7 @@ def _build(ctx: BuildContext, meta: TaskMeta) -> BuiltTask:
         prompts = {r.key: chat.format(request=r.text) for r in main + shift}
         outputs = ctx.generations(GENERATION_SET, model, list(prompts.items()), MAX_NEW_TOKENS)
 
-        def rows(reqs, kind: str, outputs=outputs, prompts=prompts, model=model) -> list[Row]:
+        def rows(reqs, kind: str, outputs=outputs, prompts=prompts, model=model, judge=judge) -> list[Row]:
             return [
                 Row(
                     key=r.key,
@@ -123,15 +123,30 @@ def _build(ctx: BuildContext, meta: TaskMeta) -> BuiltTask:
                 for r in reqs
             ]
 
-        by_model[model] = balanced_splits(
-            meta.id,
+        v1 = balanced_splits(
+            META.id,
             model,
-            rows(main, "main"),
-            rows(shift, "distshift"),
+            rows(main, "main", judge=refused),
+            rows(shift, "distshift", judge=refused),
             test_per_class=TEST_PER_CLASS,
             holdout_per_class=HOLDOUT_PER_CLASS,
             min_train_per_class=MIN_TRAIN_PER_CLASS,
         )
+        if meta.id == META.id:
+            by_model[model] = v1
+        else:
+            # a relabelling of v1's requests: each keeps the split v1 gave it, so that no request is
+            # in one version's train and the other's test or holdout pool
+            previous = {r.key: split for split, split_rows in v1.items() for r in split_rows}
+            by_model[model] = carried_splits(
+                meta.id,
+                model,
+                rows(main, "main"),
+                rows(shift, "distshift"),
+                previous,
+                test_per_class=TEST_PER_CLASS,
+                holdout_per_class=HOLDOUT_PER_CLASS,
+            )
     return BuiltTask(meta=meta, splits={}, splits_by_model=by_model)
 
 
