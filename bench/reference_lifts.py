@@ -48,13 +48,6 @@ def _clear_of_zero(ci) -> bool:
     return bool(ci) and ci[0] > 0
 
 
-def _in_domain(record: dict, trained_on: set[str], task_id: str) -> bool | None:
-    flag = record.get("in_domain")
-    if isinstance(flag, bool):
-        return flag
-    return (task_id in trained_on) if trained_on else None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data_dir", type=Path, help="a data directory holding a filled probebench.sqlite3")
@@ -73,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
+    from evaluator.metrics.in_domain import split_keys
     from leaderboard.models import Score
     from leaderboard.policy import saturated
 
@@ -80,9 +74,6 @@ def main(argv: list[str] | None = None) -> int:
     scores = Score.objects.on_board(spec="v0.0.1").filter(probe_version__probe__is_reference=True)
     for score in scores.select_related("probe_version__probe").order_by("probe_version__probe__slug"):
         version = score.probe_version
-        trained_on = set((version.training_data or {}).get("tasks") or [])
-        if version.recipe and version.recipe.get("task"):
-            trained_on.add(version.recipe["task"])
         m = score.measurements or {}
         intervals = m.get("intervals") or {}
         entry = {
@@ -91,23 +82,12 @@ def main(argv: list[str] | None = None) -> int:
             "category": version.probe.category_id,
             "mean_auroc": m.get("auroc"),
             "tasks": {},
-            "in_domain": {
-                k: m.get(k, intervals.get(k))
-                for base in (
-                    "auroc_in_domain",
-                    "auroc_cross_domain",
-                    "lift_over_text_in_domain",
-                    "lift_over_text_cross_domain",
-                    "controlled_auroc_in_domain",
-                    "controlled_auroc_cross_domain",
-                )
-                for k in (base, f"{base}_ci")
-            },
+            "in_domain": {k: m.get(k, intervals.get(k)) for k in split_keys()},
         }
         for task_id, r in sorted((score.per_task or {}).items()):
             text = r.get("text_baseline") or {}
             entry["tasks"][task_id] = {
-                "in_domain": _in_domain(r, trained_on, task_id),
+                "in_domain": r.get("in_domain"),  # written by the rescore above (evaluator.metrics.in_domain)
                 "auroc": r.get("auroc"),
                 "text_baseline": text.get("name"),
                 "text_baseline_auroc": text.get("auroc"),
