@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         intervals = m.get("intervals") or {}
         entry = {
             "probe": version.probe.slug,
+            "artifact_sha256": version.artifact_sha256,
             "base_model": version.probe.base_model_id,
             "category": version.probe.category_id,
             "mean_auroc": m.get("auroc"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import logging
 import math
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 
 from evaluator.axes.attack import attack_probe
+from evaluator.axes.attack_graded import attack_graded, graded_budget
 from evaluator.axes.steer import steer_probe
 from evaluator.axes.stress import stress_probe
 from evaluator.commands import build_data, reliability, train_cli
@@ -316,9 +318,14 @@ def stress_summary(result: object) -> str:
             f"  clean: AUROC {c['auroc']:.3f}, recall {c['recall']:.3f}, FPR {c['fpr']:.3f}"
         )
         for name, t in r["transforms"].items():
+            at_end = (
+                f"  | at the content's end: AUROC {t['auroc_content_end']:.3f}, recall {t['recall_content_end']:.3f}"
+                if "auroc_content_end" in t
+                else ""
+            )
             lines.append(
                 f"  {name:<13} AUROC {t['auroc']:.3f} ({-t['auroc_drop']:+.3f})"
-                f"  recall {t['recall']:.3f} ({-t['recall_drop']:+.3f})  FPR {t['fpr']:.3f}"
+                f"  recall {t['recall']:.3f} ({-t['recall_drop']:+.3f})  FPR {t['fpr']:.3f}{at_end}"
             )
     for task_id, why in (result.get("not_measured") or {}).items():
         lines.append(f"not measured: {task_id}: {why}")
@@ -349,8 +356,37 @@ def _attack_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="apply this suffix (from --suffix-out, same base model) instead of optimising one: the transfer attack",
     )
+    p.add_argument(
+        "--graded",
+        action="store_true",
+        help="the graded attack (vectors inserted inside the content, a grid of radii, one curve per seed):"
+        " prints goodhart_resistance, eps50 and the curves; --steps is then per radius, --seed one seed",
+    )
     p.add_argument("--device", default="cpu", help="default cpu")
     cache_registry_json_args(p)
+
+
+def run_attack_graded(args: argparse.Namespace) -> dict:
+    """The graded attack (evaluator/axes/attack_graded.py) under the protocol's budget, or the
+    draft budget where the protocol has none; --steps and --seed change it (no protocol then)."""
+    if args.suffix_in is not None or args.suffix_out is not None:
+        raise EvaluatorError(
+            "--graded inserts vectors inside the content: it takes no --suffix-in or --suffix-out"
+        )
+    registry = load_registry(args.registry)
+    budget, _ = graded_budget(registry)
+    if args.steps is not None:
+        budget = dataclasses.replace(budget, steps=args.steps)
+    if args.seed is not None:
+        budget = dataclasses.replace(budget, seeds=(args.seed,))
+    return attack_graded(
+        args.probe,
+        task_id=args.task,
+        registry=registry,
+        cache_dir=args.cache_dir or default_cache_dir(),
+        budget=budget,
+        device=args.device,
+    )
 
 
 def run_attack(args: argparse.Namespace) -> dict:
@@ -359,6 +395,8 @@ def run_attack(args: argparse.Namespace) -> dict:
 
     if args.seed is not None and not 0 <= args.seed <= 2**31 - 1:
         raise EvaluatorError(f"--seed {args.seed}: accepted 0..{2**31 - 1}")
+    if args.graded:
+        return run_attack_graded(args)
     if args.suffix_in is not None and args.steps is not None:
         raise EvaluatorError("--suffix-in applies a stored suffix: it takes no --steps")
     return attack_probe(
@@ -377,6 +415,8 @@ def run_attack(args: argparse.Namespace) -> dict:
 def attack_summary(result: object) -> str:
     if not isinstance(result, dict):
         return f"{result}\n"
+    if "seeds" in result:
+        return graded_summary(result)
     half = result["steps_to_half"]
     lines = [
         f"{result['probe']} on {result['task']}: threshold {result['threshold']:.4g} (1% FPR on clean train negatives)",
@@ -390,6 +430,23 @@ def attack_summary(result: object) -> str:
         + f" halved {'at step ' + str(half) if half is not None else 'never within the budget'}",
         "curve: " + ", ".join(f"{c['step']}: {c['recall']:.3f}" for c in result["curve"]),
     ]
+    return "\n".join(lines) + "\n"
+
+
+def graded_summary(result: dict) -> str:
+    lo, hi = result["goodhart_resistance_range"]
+    lines = [
+        f"{result['probe']} on {result['task']}: threshold {result['threshold']:.4g} (1% FPR on clean train negatives);"
+        f" {result['protocol'] or 'draft budget, no protocol'}",
+        f"recall of {result['n_positives']} test positives: clean {result['recall_clean']:.3f},"
+        " with the unoptimised vectors inserted " + ", ".join(f"{r:.3f}" for r in result["recall_inserted"]),
+        f"goodhart resistance (area under the relative recall over log ε) {result['goodhart_resistance']:.3f}"
+        f" [{lo:.3f}, {hi:.3f}] over {len(result['seeds'])} seed(s)",
+    ]
+    for s in result["seeds"]:
+        eps50 = f"{s['eps50']:.3g}" if s["eps50"] is not None else f"> {s['curve'][-1]['eps']:g}"
+        curve = ", ".join(f"{c['eps']:g}: {c['relative']:.2f}" for c in s["curve"])
+        lines.append(f"seed {s['seed']}: area {s['area']:.3f}, ε50 {eps50}; relative recall {curve}")
     return "\n".join(lines) + "\n"
 
 

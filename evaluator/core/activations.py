@@ -39,6 +39,8 @@ from evaluator.core.harvest import (
     render_prompts,
     run_inputs_check,
 )
+from evaluator.data.builders.stress import TAILS, content_end_text
+from evaluator.data.registry.tasks import STRESS_CONTENT_END_SPLIT
 from evaluator.errors import RegistryError, SplitHashMismatch
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -110,6 +112,8 @@ def read_split(
     rows = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
     if expected_rows is not None and len(rows) != expected_rows:
         raise RegistryError(f"task {task_id}: {path} has {len(rows)} rows, tasks.yaml says {expected_rows}")
+    if split == STRESS_CONTENT_END_SPLIT:
+        rows, actual = _content_end_rows(rows, actual, where=str(path))
     return SplitRows(
         task_id=task_id,
         split=split,
@@ -120,6 +124,26 @@ def read_split(
         texts=[str(r["text"]) for r in rows],
         meta=[r["meta"] if isinstance(r.get("meta"), dict) else {} for r in rows],
     )
+
+
+#: the version of the content-end cut (in the derived split's hash, so in every cache key over it)
+CONTENT_END_RULE = "content-end-v1"
+
+
+def _content_end_rows(rows: list[dict], sha256: str, *, where: str) -> tuple[list[dict], str]:
+    """The stress rows whose transform has a tail, each text cut where its content ends
+    (evaluator.data.builders.stress.content_end_text), and the derived split's hash: the stress
+    file's hash and the rule's version, so it never collides with a file's."""
+    out = []
+    for r in rows:
+        transform = str((r.get("meta") or {}).get("stress", ""))
+        if transform not in TAILS:
+            continue
+        try:
+            out.append({**r, "text": content_end_text(str(r["text"]), transform)})
+        except ValueError as exc:
+            raise RegistryError(f"{where}: row {r['id']}: {exc}") from None
+    return out, hashlib.sha256(f"{sha256}\n{CONTENT_END_RULE}".encode()).hexdigest()
 
 
 # --------------------------------------------------------------------------- the cache

@@ -381,6 +381,11 @@ class StressRecord(SubRecord):
     stress_recall: float | None = describe(
         "mean over tasks of the worst transform's recall at the clean threshold"
     )
+    stress_auroc_content_end: float | None = describe(
+        "the same AUROC read where each wrapped row's original content ends (None: a task's"
+        " content-end reading not measured)",
+        default=None,
+    )
     tasks: dict[str, dict[str, Any]] = describe(
         "task → the threshold, the clean point, every transform's point and the worst",
         key="stress",

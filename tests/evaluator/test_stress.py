@@ -16,9 +16,11 @@ from evaluator.data.builders.stress import (
     FILLER_BEFORE,
     KEYWORDS_FRAME,
     NEGATIVES_ONLY,
+    TAILS,
     TRANSFORMS,
     build_stress,
     concept_words,
+    content_end_text,
     rewrite,
     stress_base,
 )
@@ -190,3 +192,63 @@ def test_clean_is_read_on_the_rewritten_rows_so_each_drop_is_paired():
             test=(test_ids, labels, scores),
             stress=(["r99~upper"], np.array([1]), np.array([1.0])),
         )
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_a_stress_text_cut_at_the_content_end_keeps_the_content_and_drops_only_the_tail(transform):
+    """Cut where the content ends, a wrapped text ends with the content itself (JSON-escaped inside
+    the json wrapper); a transform that appends nothing is not cut at all."""
+    text = 'The city of Almaty is in Kazakhstan, "she" said.\nSecond line.'
+    words = ["alpha", "beta"] if transform == "concept_words" else None
+    wrapped = rewrite(text, transform, task_id="t", row_id="r", words=words)
+    cut = content_end_text(wrapped, transform)
+    if transform not in TAILS:
+        assert cut == wrapped
+        return
+    assert wrapped == cut + TAILS[transform] and len(cut) < len(wrapped)
+    inner = json.dumps(text, ensure_ascii=False)[1:-1] if transform == "json" else text
+    assert cut.endswith(inner)
+    with pytest.raises(ValueError, match=transform):
+        content_end_text(wrapped + " trailing", transform)
+
+
+def test_the_content_end_split_is_derived_from_the_pinned_stress_file_with_a_hash_of_its_own():
+    from evaluator.core.activations import read_split as read_verified
+
+    registry = load_registry(PROJECT_ROOT)
+    task = next(t for t in registry.tasks.values() if t.stress is not None)
+    full = read_verified(registry, task.id, "stress")
+    cut = read_verified(registry, task.id, "stress_content_end")
+    assert cut.sha256 != full.sha256 and full.sha256 == task.stress.sha256
+    assert {m["stress"] for m in cut.meta} == set(TAILS)
+    by_id = dict(zip(full.ids, full.texts, strict=True))
+    for i, text, m in zip(cut.ids, cut.texts, cut.meta, strict=True):
+        assert by_id[i] == text + TAILS[m["stress"]]
+
+
+def test_the_content_end_reading_stands_beside_the_deployed_one():
+    """Scores that collapse where the probe reads (the wrapper's tail) and hold at the content's
+    end give a deployed AUROC at chance and a content-end AUROC of 1; a transform with no tail has
+    one reading."""
+    import numpy as np
+
+    from evaluator.axes.stress import stress_metrics, stress_summary
+
+    labels = np.array([0] * 4 + [1] * 4)
+    test_ids = [f"r{i}" for i in range(8)]
+    clean = np.r_[np.zeros(4), np.ones(4) * 5]
+    ids = [f"r{i}~chat" for i in range(8)] + [f"r{i}~upper" for i in range(8)]
+    stress = (ids, np.r_[labels, labels], np.r_[np.zeros(8), clean])
+    cut = ([f"r{i}~chat" for i in range(8)], labels, clean)
+    out = stress_metrics(
+        train_negatives=np.zeros(100), test=(test_ids, labels, clean), stress=stress, content_end=cut
+    )
+    chat, upper = out["transforms"]["chat"], out["transforms"]["upper"]
+    assert (chat["auroc"], chat["auroc_content_end"]) == (0.5, 1.0)
+    assert upper["auroc_content_end"] == upper["auroc"] == 1.0
+    assert out["worst"] == {"auroc": 0.5, "recall": 0.0, "auroc_content_end": 1.0, "recall_content_end": 1.0}
+    summary = stress_summary({"t": out})
+    assert summary["stress_auroc"] == 0.5 and summary["stress_auroc_content_end"] == 1.0
+    # a board filled before the second reading: the deployed numbers stand, the other is not measured
+    old = stress_metrics(train_negatives=np.zeros(100), test=(test_ids, labels, clean), stress=stress)
+    assert stress_summary({"t": old})["stress_auroc_content_end"] is None

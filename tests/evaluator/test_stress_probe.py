@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from evaluator.data.builders.stress import TRANSFORMS
+from evaluator.data.builders.stress import TAILS, TRANSFORMS
 from tests.evaluator.conftest import MINILM, build_registry, capitals_task
 
 pytestmark = pytest.mark.model
@@ -75,6 +75,24 @@ def test_the_stress_report_is_recomputed_from_the_scores_it_prints(stressed, cac
         assert t["auroc_drop"] == pytest.approx(result["clean"]["auroc"] - t["auroc"])
     assert result["worst"]["auroc"] == min(t["auroc"] for t in result["transforms"].values())
     assert result["clean"]["auroc"] > 0.6  # the probe reads the task on clean rows
+    # the second reading: the rows of the wrappers with a tail, cut where the content ends
+    cut = result["scores_content_end"]
+    assert {i.rsplit("~", 1)[1] for i in cut} == set(TAILS) & present
+    assert set(cut) == {i for i in rows if i.rsplit("~", 1)[1] in TAILS}
+    for name, t in result["transforms"].items():
+        if name not in TAILS:  # nothing after the content: one reading, the same numbers
+            assert (t["auroc_content_end"], t["recall_content_end"]) == (t["auroc"], t["recall"])
+            continue
+        ids = [i for i in cut if i.endswith(f"~{name}")]
+        labels = np.array([rows[i]["label"] for i in ids])
+        scores = np.array([cut[i] for i in ids])
+        assert t["auroc_content_end"] == pytest.approx(auroc(scores, labels))
+        assert t["recall_content_end"] == pytest.approx(recall_at_fpr(scores, labels, result["threshold"]))
+        # a different text was read (the tail is gone), so a different score on some row
+        assert any(cut[i] != result["scores"][i] for i in ids)
+    assert result["worst"]["auroc_content_end"] == min(
+        t["auroc_content_end"] for t in result["transforms"].values()
+    )
     # the terminal summary names every transform
     assert main([*argv]) == 0
     text = capsys.readouterr().out

@@ -32,8 +32,9 @@ def test_a_new_submission_gets_its_stress_runs_and_the_column_shows_a_number(
     ).failure_reason
     for run in stress_runs:
         assert run.status == EvaluationRun.Status.SUCCEEDED, run.error
-        assert run.split == "stress" and run.protocol == "p1" and run.example_scores
+        assert run.split in ("stress", "stress_content_end") and run.protocol == "p1" and run.example_scores
         assert all("~" in e["id"] for e in run.example_scores)
+    assert {r.split for r in stress_runs} == {"stress", "stress_content_end"}
 
     score = Score.objects.get(probe_version__submission=sub, spec_id="v0.0.1")
     runs = list(EvaluationRun.objects.filter(probe_version__submission=sub, cycle=None))
@@ -41,8 +42,15 @@ def test_a_new_submission_gets_its_stress_runs_and_the_column_shows_a_number(
     for r in runs:
         if r.kind == EvaluationRun.Kind.SCORE:
             by_task.setdefault(r.task_id, {})[r.split] = r
-    recomputed = stress_measurements({r.task_id: r for r in stress_runs}, by_task)
+    recomputed = stress_measurements(
+        {r.task_id: r for r in stress_runs if r.split == "stress"},
+        by_task,
+        {r.task_id: r for r in stress_runs if r.split == "stress_content_end"},
+    )
     assert score.measurements["stress_auroc"] == pytest.approx(recomputed["stress_auroc"])
+    assert score.measurements["stress_auroc_content_end"] == pytest.approx(
+        recomputed["stress_auroc_content_end"]
+    )
     assert set(score.measurements["stress"]) == {r.task_id for r in stress_runs}
     assert "stress_auroc" not in score.components  # beside the ProbeScore, not in it
 

@@ -193,7 +193,7 @@ def _succeeded(kind: str) -> dict:
             }
         },
         "stress": {
-            "split": "stress",
+            "splits": ["stress", "stress_content_end"],
             "example_scores": _records([f"{i}~chat" for i in TEST_IDS], Y, Y * 3.0 + rng.normal(0, 0.5, 40)),
         },
         "robustness": {
@@ -238,19 +238,24 @@ def clean(registry):
     return version, task
 
 
-def _axis_run(ax, version, task, status) -> EvaluationRun:
+def _axis_run(ax, version, task, status) -> list[EvaluationRun]:
+    """The axis's runs of one task (one per split it plans: the stress axis reads two), all in
+    ``status``."""
     stored = _succeeded(ax.name)
-    return EvaluationRunFactory(
-        probe_version=version,
-        task=task,
-        kind=ax.name,
-        split=stored.get("split", "test"),
-        base_model=BaseModel.objects.get(slug=stored.get("base_model_id", SMOL)),
-        status=status,
-        example_scores=stored.get("example_scores", []) if status == Run.Status.SUCCEEDED else [],
-        metrics=stored.get("metrics", {}) if status == Run.Status.SUCCEEDED else {},
-        error="it failed" if status == Run.Status.FAILED else "",
-    )
+    return [
+        EvaluationRunFactory(
+            probe_version=version,
+            task=task,
+            kind=ax.name,
+            split=split,
+            base_model=BaseModel.objects.get(slug=stored.get("base_model_id", SMOL)),
+            status=status,
+            example_scores=stored.get("example_scores", []) if status == Run.Status.SUCCEEDED else [],
+            metrics=stored.get("metrics", {}) if status == Run.Status.SUCCEEDED else {},
+            error="it failed" if status == Run.Status.FAILED else "",
+        )
+        for split in stored.get("splits", [stored.get("split", "test")])
+    ]
 
 
 def _score(version) -> dict:
@@ -285,23 +290,24 @@ def test_a_pending_or_failed_run_leaves_its_numbers_unmeasured(ax, status, clean
 def test_a_succeeded_run_measures_its_numbers(ax, clean):
     version, task = clean
     before = ax.summarise(AxisRuns(runs=[], clean={}))
-    run = _axis_run(ax, version, task, Run.Status.QUEUED)
+    runs = _axis_run(ax, version, task, Run.Status.QUEUED)
     clean_runs = {r.split: r for r in Run.objects.filter(probe_version=version, kind="score")}
-    pending = ax.summarise(AxisRuns(runs=[run], clean={task.slug: clean_runs}))
-    run.delete()
-    run = _axis_run(ax, version, task, Run.Status.SUCCEEDED)
+    pending = ax.summarise(AxisRuns(runs=runs, clean={task.slug: clean_runs}))
+    for run in runs:
+        run.delete()
+    runs = _axis_run(ax, version, task, Run.Status.SUCCEEDED)
     computed = _score(version)
     assert all(_measured(ax, computed).values())
-    done = ax.summarise(AxisRuns(runs=[run], clean={task.slug: clean_runs}))
+    done = ax.summarise(AxisRuns(runs=runs, clean={task.slug: clean_runs}))
     assert done != pending and done != before  # what it stored changes the Score
 
 
 @pytest.mark.parametrize("ax", SUMMARISED, ids=[a.name for a in SUMMARISED])
 def test_its_summary_fills_only_keywords_the_score_writer_passes_on(ax, clean):
     version, task = clean
-    run = _axis_run(ax, version, task, Run.Status.SUCCEEDED)
+    runs = _axis_run(ax, version, task, Run.Status.SUCCEEDED)
     clean_runs = {r.split: r for r in Run.objects.filter(probe_version=version, kind="score")}
-    summary = ax.summarise(AxisRuns(runs=[run], clean={task.slug: clean_runs}))
+    summary = ax.summarise(AxisRuns(runs=runs, clean={task.slug: clean_runs}))
     assert isinstance(summary, Summary)
     assert set(summary.stored) <= _keywords(aggregate_stored)
     assert set(summary.scored) <= _keywords(aggregate_measurements)

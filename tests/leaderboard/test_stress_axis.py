@@ -98,7 +98,12 @@ def test_a_pending_stress_run_holds_the_means_and_a_failed_one_leaves_its_task_o
     task = TaskFactory()
     train, test, stress = _runs(version, task, stress_status=Run.Status.QUEUED)
     pending = stress_measurements({task.slug: stress}, {task.slug: {"train": train, "test": test}})
-    assert pending == {"stress_auroc": None, "stress_recall": None, "stress": {}}
+    assert pending == {
+        "stress_auroc": None,
+        "stress_recall": None,
+        "stress_auroc_content_end": None,
+        "stress": {},
+    }
     stress.status = Run.Status.FAILED
     failed = stress_measurements({task.slug: stress}, {task.slug: {"train": train, "test": test}})
     assert failed["stress"] == {}
@@ -166,11 +171,43 @@ def test_a_stress_run_is_planned_for_each_task_with_a_stress_split(registry):
     version = ProbeVersionFactory(probe=probe)
     tasks = list(Task.objects.filter(category_id="hallucination", status=Task.Status.ACTIVE))
     planned = stress_plan(version, tasks)
-    slugs = sorted(t.slug for _, _, t, _, _ in planned)
+    slugs = sorted({t.slug for _, _, t, _, _ in planned})
     # every task about its text has a stress split; an on-policy task (its labels are what the model
     # did with the exact prompt) has none
     assert slugs == sorted(t.slug for t in tasks if not t.on_policy)
     assert "onpolicy-city-country-v1" not in slugs and slugs
+    # two readings per task: where the probe reads, and where the content ends
+    assert len(planned) == 2 * len(slugs)
     assert {(kind, split, model) for _, kind, _, split, model in planned} == {
-        (Run.Kind.STRESS, "stress", "smollm2-135m-instruct")
+        (Run.Kind.STRESS, "stress", "smollm2-135m-instruct"),
+        (Run.Kind.STRESS, "stress_content_end", "smollm2-135m-instruct"),
     }
+
+
+def test_the_summary_reads_the_content_end_run_beside_the_stress_run(registry):
+    """A content-end run where dilution's rows, cut before the filler's tail, are read well: the
+    deployed worst stays dilution's chance AUROC, the content-end worst is far higher; while the
+    content-end run is queued both wait."""
+    from leaderboard.axes.base import AxisRuns
+    from leaderboard.axes.stress import summarise
+
+    version = ProbeVersionFactory()
+    task = TaskFactory()
+    train, test, stress = _runs(version, task)
+    y = np.array([0, 1] * 20)
+    ids = [f"te{i}~{name}" for name in TRANSFORMS for i in range(40)]
+    cut = EvaluationRunFactory(
+        probe_version=version,
+        task=task,
+        kind=Run.Kind.STRESS,
+        split="stress_content_end",
+        example_scores=_records(ids, np.tile(y, 3), np.tile(y * 3.0, 3)),
+    )
+    clean = {task.slug: {"train": train, "test": test}}
+    out = summarise(AxisRuns(runs=[stress, cut], clean=clean)).stored["stress"]
+    dilution = out["stress"][task.slug]["transforms"]["dilution"]
+    assert dilution["auroc"] < 0.7 and dilution["auroc_content_end"] == 1.0
+    assert out["stress_auroc"] < 0.7 and out["stress_auroc_content_end"] == 1.0
+    cut.status = Run.Status.QUEUED
+    waiting = summarise(AxisRuns(runs=[stress, cut], clean=clean)).stored["stress"]
+    assert waiting["stress_auroc"] is None and waiting["stress"] == {}

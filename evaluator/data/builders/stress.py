@@ -162,6 +162,24 @@ def concept_words(train_rows: list[dict[str, Any]], k: int = CONCEPT_WORDS) -> l
     return sorted(strong, key=lambda w: (-round(favour(w), 12), w))[:k]
 
 
+#: What a wrapper puts after the content. Every other part of a stress text is the content,
+#: rewritten in place or after a fixed frame, so a stress text cut before its transform's tail ends
+#: where the original content ends: a probe reading its last token reads the content, not the
+#: wrapper's closing tokens (the content-end reading of the stress axis).
+TAILS: dict[str, str] = {"chat": "\n### Assistant:", "json": '"}', "dilution": f"\n\n{FILLER_AFTER}"}
+
+
+def content_end_text(text: str, transform: str) -> str:
+    """A stress text cut where its original content ends (unchanged for a transform with no tail);
+    ValueError when the text does not end with its transform's tail."""
+    tail = TAILS.get(transform, "")
+    if not tail:
+        return text
+    if not text.endswith(tail):
+        raise ValueError(f"a {transform} stress text that does not end with the {transform} wrapper's tail")
+    return text[: -len(tail)]
+
+
 def rewrite(text: str, transform: str, *, task_id: str, row_id: str, words: list[str] | None = None) -> str:
     """One row's text under one transform (deterministic); ``words``: the task's concept words
     (``concept_words`` only)."""

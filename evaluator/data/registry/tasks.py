@@ -74,6 +74,10 @@ def panel_bytes_pinned(root: Path, task_id: str, model: str | None, sha256: str)
 
 #: the name under which a task's stress split is read (evaluator.data.builders.stress)
 STRESS_SPLIT = "stress"
+#: the stress rows whose transform appends a tail after the content (chat, json, dilution), each
+#: cut where the original content ends: read from the stress file, never a file of its own
+#: (evaluator.core.activations.read_split)
+STRESS_CONTENT_END_SPLIT = "stress_content_end"
 
 
 @dataclass(frozen=True)
@@ -226,8 +230,9 @@ class TaskSpec:
 
     def split_spec(self, split: str, model_id: str | None = None) -> SplitSpec | None:
         """The file a probe on ``model_id`` reads for ``split``: one of :meth:`splits_for`, or the
-        stress split (``"stress"``); None when there is none."""
-        if split == STRESS_SPLIT:
+        stress split (``"stress"``, and ``"stress_content_end"``, read from it); None when there is
+        none."""
+        if split in (STRESS_SPLIT, STRESS_CONTENT_END_SPLIT):
             return self.stress
         return self.splits_for(model_id).get(split)
 
