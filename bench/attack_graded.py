@@ -61,7 +61,15 @@ def main() -> int:
             probe.base_model, registry=registry, cache_dir=cache, device="cpu", protocol=registry.protocol()
         )
         wall, cpu = time.perf_counter(), time.process_time()
-        out = attack_graded(probe, task_id=task, registry=registry, cache_dir=cache, budget=budget, lm=lm)
+        out = attack_graded(
+            probe,
+            task_id=task,
+            registry=registry,
+            cache_dir=cache,
+            budget=budget,
+            lm=lm,
+            progress=lambda f, m, slug=slug: print(f"  {slug} {f:.0%} {m}", file=sys.stderr, flush=True),
+        )
         row = {
             "probe": slug,
             "task": task,
