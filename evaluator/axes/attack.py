@@ -141,8 +141,20 @@ def _pooled(
         inputs = torch.stack(parts)
     else:
         inputs = embedded
+    return probe_read(lm, inputs, mask, pool, lengths, layer=layer, position=position)
+
+
+def probe_read(
+    lm: LoadedModel, inputs: Any, mask: Any, pool: Any, lengths: Sequence[int], *, layer: int, position: str
+) -> Any:
+    """What a probe reads from input embeddings ``inputs`` "b t d" (the space the blocks read, right
+    padded; ``mask`` "b t": 1 on the real positions): the hidden states at ``layer`` at each row's
+    position ``lengths[b] - 1`` (``last_token``) or their mean under the weights ``pool`` "b t"
+    (``mean``). fp32, differentiable in ``inputs``; the forward stops at ``layer``."""
+    import torch
+
     inputs = inputs.to(lm.dtype)
-    if layer == 0:  # the suffixed embeddings themselves (the embedding module does not run)
+    if layer == 0:  # the embeddings themselves (the embedding module does not run)
         hidden = inputs
     else:
         with hooks.capture(lm, [layer], stop=True) as captured:
@@ -151,24 +163,38 @@ def _pooled(
     hidden = hidden.float()
     if position == "last_token":
         last = torch.as_tensor([n - 1 for n in lengths], device=lm.device)
-        return hidden[torch.arange(len(rows), device=lm.device), last]
+        return hidden[torch.arange(len(lengths), device=lm.device), last]
     weights = (pool / pool.sum(1, keepdim=True)).to(lm.device)
     return torch.einsum("btd,bt->bd", hidden, weights)
+
+
+def scores_in_batches(
+    probe: Probe, rows: Sequence[int], pooled: Callable[[list[int]], Any], batch: int = 16
+) -> np.ndarray:
+    """The probe's own scores (Probe.score) of ``rows``, ``pooled(chunk)`` giving the probe's input
+    vectors of each chunk of at most ``batch`` rows; no gradient."""
+    import torch
+
+    out = []
+    with torch.no_grad():
+        for start in range(0, len(rows), batch):
+            X = pooled(list(rows[start : start + batch]))
+            out.append(probe.score(X.cpu().numpy().astype(np.float64)))
+    return np.concatenate(out) if out else np.zeros(0)
 
 
 def _scores(
     lm: LoadedModel, probe: Probe, prompts: _Prompts, rows: Sequence[int], suffix: Any | None, batch: int = 16
 ) -> np.ndarray:
     """The probe's own scores (Probe.score on the pooled vectors) of ``rows`` under ``suffix``."""
-    import torch
-
-    out = []
-    with torch.no_grad():
-        for start in range(0, len(rows), batch):
-            chunk = list(rows[start : start + batch])
-            X = _pooled(lm, prompts, chunk, suffix, layer=probe.layer, position=probe.metadata.position)
-            out.append(probe.score(X.cpu().numpy().astype(np.float64)))
-    return np.concatenate(out) if out else np.zeros(0)
+    return scores_in_batches(
+        probe,
+        rows,
+        lambda chunk: _pooled(
+            lm, prompts, chunk, suffix, layer=probe.layer, position=probe.metadata.position
+        ),
+        batch,
+    )
 
 
 def _frozen(lm: LoadedModel):
@@ -299,6 +325,76 @@ def read_suffix(path: str | Path, lm: LoadedModel) -> tuple[Any, dict[str, str]]
     return torch.as_tensor(np.asarray(array, dtype=np.float32)), meta
 
 
+@dataclass(frozen=True)
+class CleanSetup:
+    """What an attack on one task starts from: the probe, the task, the loaded model, the train and
+    test rows, their clean scores as the board measures them (through the activation cache), the
+    operating threshold (1% FPR on the clean train negatives) and the longest prompt kept."""
+
+    probe: Probe
+    task: Any
+    lm: LoadedModel
+    train: Any
+    test: Any
+    train_scores: np.ndarray
+    test_scores: np.ndarray
+    threshold: float
+    max_length: int
+
+
+def clean_setup(
+    probe: Probe | str | Path,
+    *,
+    task_id: str,
+    registry: Registry,
+    cache_dir: str | Path,
+    device: str | None,
+    lm: LoadedModel | None,
+) -> CleanSetup:
+    """The clean side of an attack on ``probe`` for ``task_id`` (a task of its category, a probe the
+    attack applies to: an EvaluatorError says why not)."""
+    protocol = registry.protocol()
+    p = as_probe(probe, registry)
+    task = registry.task(task_id)
+    if task.category != p.metadata.category:
+        raise EvaluatorError(f"task {task_id} is not of the probe's category {p.metadata.category}")
+    if lm is None:
+        lm = models.load_model(  # looked up when called: tests replace it (no model may load)
+            p.base_model, registry=registry, cache_dir=cache_dir, device=device, protocol=protocol
+        )
+    why = attack_eligibility(p, lm)
+    if why:
+        raise EvaluatorError(f"attack: {why}")
+    config = harvest_config_default(registry)
+    model = p.base_model if task.on_policy else None
+    # the clean scores are the board's: the workers' measurement, through the activation cache
+    setup = MeasureSetup(registry, cache_dir, device, None, config, protocol)
+    clean = {
+        name: measure_split(
+            p, task_id=task_id, split=name, setup=setup, lm=lm, progress=no_progress
+        ).run.examples
+        for name in ("train", "test")
+    }
+    train, test = (
+        read_split(registry, task_id, "train", model=model),
+        read_split(registry, task_id, "test", model=model),
+    )
+    if clean["test"].ids != test.ids or clean["train"].ids != train.ids:
+        raise EvaluatorError("attack: the measured rows are not the split's rows")  # pragma: no cover
+    train_scores, test_scores = np.asarray(clean["train"].scores), np.asarray(clean["test"].scores)
+    return CleanSetup(
+        probe=p,
+        task=task,
+        lm=lm,
+        train=train,
+        test=test,
+        train_scores=train_scores,
+        test_scores=test_scores,
+        threshold=threshold_at_fpr(train_scores[train.labels == 0], OPERATING_FPR),
+        max_length=min(config.max_length, lm.max_length),
+    )
+
+
 def attack_probe(
     probe: Probe | str | Path,
     *,
@@ -326,39 +422,21 @@ def attack_probe(
     seed = budget.seed if seed is None else seed
     if not 0 <= steps <= MAX_STEPS:
         raise EvaluatorError(f"--steps {steps}: accepted 0..{MAX_STEPS}")
-    p = as_probe(probe, registry)
-    task = registry.task(task_id)
-    if task.category != p.metadata.category:
-        raise EvaluatorError(f"task {task_id} is not of the probe's category {p.metadata.category}")
-    if lm is None:
-        lm = models.load_model(  # looked up when called: tests replace it (no model may load)
-            p.base_model, registry=registry, cache_dir=cache_dir, device=device, protocol=protocol
-        )
-    why = attack_eligibility(p, lm)
-    if why:
-        raise EvaluatorError(f"attack: {why}")
-    report = progress or (lambda fraction, message: None)
-    config = harvest_config_default(registry)
-    max_length = min(config.max_length, lm.max_length)
-    model = p.base_model if task.on_policy else None
-    # the clean scores are the board's: the workers' measurement, through the activation cache
-    setup = MeasureSetup(registry, cache_dir, device, None, config, protocol)
-    clean = {}
-    for name in ("train", "test"):
-        m = measure_split(p, task_id=task_id, split=name, setup=setup, lm=lm, progress=no_progress)
-        clean[name] = m.run.examples
-    report(0.1, "clean train and test scores")
-    train, test = (
-        read_split(registry, task_id, "train", model=model),
-        read_split(registry, task_id, "test", model=model),
+    clean = clean_setup(probe, task_id=task_id, registry=registry, cache_dir=cache_dir, device=device, lm=lm)
+    p, task, lm, train, test, max_length = (
+        clean.probe,
+        clean.task,
+        clean.lm,
+        clean.train,
+        clean.test,
+        clean.max_length,
     )
-    if clean["test"].ids != test.ids or clean["train"].ids != train.ids:
-        raise EvaluatorError("attack: the measured rows are not the split's rows")  # pragma: no cover
+    report = progress or (lambda fraction, message: None)
+    report(0.1, "clean train and test scores")
     train_prompts = render_prompts(task, train.texts, "single")
     test_prompts = render_prompts(task, test.texts, "single")
     start = time.perf_counter()
-    train_clean, test_clean = np.asarray(clean["train"].scores), np.asarray(clean["test"].scores)
-    threshold = threshold_at_fpr(train_clean[train.labels == 0], OPERATING_FPR)
+    test_clean, threshold = clean.test_scores, clean.threshold
     positives = [i for i, y in enumerate(test.labels) if y == 1]
     negatives = [i for i, y in enumerate(test.labels) if y == 0]
     if not positives:

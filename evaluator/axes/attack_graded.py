@@ -61,15 +61,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from evaluator.axes.attack import _encode, _frozen, _Prompts, attack_eligibility
-from evaluator.axes.run import MeasureSetup, as_probe, harvest_config_default, measure_split
-from evaluator.core import hooks, models
-from evaluator.core.activations import read_split
+from evaluator.axes.attack import (
+    _encode,
+    _frozen,
+    _Prompts,
+    clean_setup,
+    probe_read,
+    scores_in_batches,
+)
 from evaluator.core.harvest import render_prompts
 from evaluator.errors import EvaluatorError
-from evaluator.metrics.metric_table import OPERATING_FPR
-from evaluator.metrics.metrics import recall_at_fpr, threshold_at_fpr
-from evaluator.metrics.results import no_progress
+from evaluator.metrics.metrics import recall_at_fpr
 
 if TYPE_CHECKING:  # pragma: no cover
     from evaluator.core.models import LoadedModel
@@ -174,8 +176,6 @@ def pooled_inserted(
     k = 0 if vectors is None else int(vectors.shape[0])
     lengths = [len(prompts.ids[i]) + k for i in rows]
     width = max(lengths)
-    d = lm.d_model
-    inputs = torch.zeros((len(rows), width, d), dtype=torch.float32, device=lm.device)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     pool = torch.zeros((len(rows), width), dtype=torch.float32)
     parts = []
@@ -198,19 +198,8 @@ def pooled_inserted(
         parts.append(torch.nn.functional.pad(row, (0, 0, 0, width - row.shape[0])))
         mask[b, : n + k] = 1
         pool[b, : n + k] = weights
-    inputs = torch.stack(parts).to(lm.dtype)
-    if layer == 0:  # the input embeddings themselves (the embedding module does not run)
-        hidden = inputs
-    else:
-        with hooks.capture(lm, [layer], stop=True) as captured:
-            lm.model(inputs_embeds=inputs, attention_mask=mask.to(lm.device), use_cache=False)
-        hidden = captured[layer]
-    hidden = hidden.float()
-    if position == "last_token":
-        last = torch.as_tensor([n - 1 for n in lengths], device=lm.device)
-        return hidden[torch.arange(len(rows), device=lm.device), last]
-    weights = (pool / pool.sum(1, keepdim=True)).to(lm.device)
-    return torch.einsum("btd,bt->bd", hidden, weights)
+    inputs = torch.stack(parts)
+    return probe_read(lm, inputs, mask, pool, lengths, layer=layer, position=position)
 
 
 def _scores(
@@ -219,21 +208,16 @@ def _scores(
     prompts: _Prompts,
     rows: Sequence[int],
     vectors: Any | None,
-    where,
-    batch=16,
+    where: Sequence[int],
 ) -> np.ndarray:
     """The probe's own scores (Probe.score on the pooled vectors) of ``rows`` with ``vectors``."""
-    import torch
-
-    out = []
-    with torch.no_grad():
-        for start in range(0, len(rows), batch):
-            chunk = list(rows[start : start + batch])
-            X = pooled_inserted(
-                lm, prompts, chunk, vectors, where, layer=probe.layer, position=probe.metadata.position
-            )
-            out.append(probe.score(X.cpu().numpy().astype(np.float64)))
-    return np.concatenate(out) if out else np.zeros(0)
+    return scores_in_batches(
+        probe,
+        rows,
+        lambda chunk: pooled_inserted(
+            lm, prompts, chunk, vectors, where, layer=probe.layer, position=probe.metadata.position
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- the curve's numbers
@@ -396,45 +380,18 @@ def attack_graded(
     if budget is not None and budget != default:
         protocol_id = None
     budget = (budget or default).check()
-    p = as_probe(probe, registry)
-    task = registry.task(task_id)
-    if task.category != p.metadata.category:
-        raise EvaluatorError(f"task {task_id} is not of the probe's category {p.metadata.category}")
-    protocol = registry.protocol()
-    if lm is None:
-        lm = models.load_model(
-            p.base_model, registry=registry, cache_dir=cache_dir, device=device, protocol=protocol
-        )
-    why = attack_eligibility(p, lm)
-    if why:
-        raise EvaluatorError(f"attack: {why}")
+    clean = clean_setup(probe, task_id=task_id, registry=registry, cache_dir=cache_dir, device=device, lm=lm)
+    p, task, lm, train, test = clean.probe, clean.task, clean.lm, clean.train, clean.test
     report = progress or (lambda fraction, message: None)
-    config = harvest_config_default(registry)
-    max_length = min(config.max_length, lm.max_length)
-    model = p.base_model if task.on_policy else None
-    setup = MeasureSetup(registry, cache_dir, device, None, config, protocol)
-    clean = {
-        name: measure_split(
-            p, task_id=task_id, split=name, setup=setup, lm=lm, progress=no_progress
-        ).run.examples
-        for name in ("train", "test")
-    }
-    train, test = (
-        read_split(registry, task_id, "train", model=model),
-        read_split(registry, task_id, "test", model=model),
-    )
-    if clean["test"].ids != test.ids or clean["train"].ids != train.ids:
-        raise EvaluatorError("attack: the measured rows are not the split's rows")  # pragma: no cover
     started = time.perf_counter()
-    train_clean, test_clean = np.asarray(clean["train"].scores), np.asarray(clean["test"].scores)
-    threshold = threshold_at_fpr(train_clean[train.labels == 0], OPERATING_FPR)
+    test_clean, threshold = clean.test_scores, clean.threshold
     positives = [i for i, y in enumerate(test.labels) if y == 1]
     train_positives = [t for t, y in zip(train.texts, train.labels, strict=True) if y == 1]
     if not positives or not train_positives:
         raise EvaluatorError(f"task {task_id}: the attack needs positive rows in train and test")
     recall_clean = recall_at_fpr(test_clean, test.labels, threshold)
-    train_enc = _encode(lm, render_prompts(task, train_positives, "single"), max_length, budget.tokens)
-    test_enc = _encode(lm, render_prompts(task, test.texts, "single"), max_length, budget.tokens)
+    train_enc = _encode(lm, render_prompts(task, train_positives, "single"), clean.max_length, budget.tokens)
+    test_enc = _encode(lm, render_prompts(task, test.texts, "single"), clean.max_length, budget.tokens)
     norm = embedding_norm(lm)
     seeds = []
     for s, seed in enumerate(budget.seeds):

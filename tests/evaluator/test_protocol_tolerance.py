@@ -44,9 +44,12 @@ SLICE = {"train": 64, "test": 40, "distshift": 4, "holdout_pool": 4}
 FULL = {"train": 64, "test": 300, "distshift": 4, "holdout_pool": 4}
 
 
-def measure(root: Path, cache_dir: Path, repro_artifact: Path, *, batch_size: int, dtype: str) -> dict:
+def measure(
+    root: Path, cache_dir: Path, repro_artifact: Path, *, batch_size: int, dtype: str, reproduce: bool = True
+) -> dict:
     """Score the artifact on the slice's test split and run the reproduction check of the re-fit
-    artifact, in this process's numerics. JSON-able, so a subprocess can return it."""
+    artifact (unless ``reproduce`` is False), in this process's numerics. JSON-able, so a subprocess
+    can return it."""
     reg = load_registry(root)
     protocol = reg.protocol()
     lm = load_model(SMOLLM, registry=reg, cache_dir=cache_dir, device="cpu", dtype=dtype, memo=False)
@@ -55,8 +58,10 @@ def measure(root: Path, cache_dir: Path, repro_artifact: Path, *, batch_size: in
     run = execute_run(
         probe, task_id=TASK, split="test", registry=reg, cache_dir=cache_dir, lm=lm, harvest_config=config
     )
-    repro = reproduction_check(
-        repro_artifact, registry=reg, cache_dir=cache_dir, lm=lm, harvest_config=config
+    repro = (
+        reproduction_check(repro_artifact, registry=reg, cache_dir=cache_dir, lm=lm, harvest_config=config)
+        if reproduce
+        else None
     )
     return {
         "scores": run.examples.scores.tolist(),
@@ -66,8 +71,8 @@ def measure(root: Path, cache_dir: Path, repro_artifact: Path, *, batch_size: in
         "protocol": run.protocol,
         "cpu_capability": run.environment["cpu_capability"],
         "threads": run.environment["threads"],
-        "reproduced": repro.reproduced,
-        "repro_pearson": repro.score_pearson,
+        "reproduced": repro.reproduced if repro else None,
+        "repro_pearson": repro.score_pearson if repro else None,
     }
 
 
@@ -176,8 +181,12 @@ def test_threads_batching_kernels_and_the_cache_move_no_number_beyond_the_protoc
 def test_bf16_compute_falls_outside_the_protocol_bound_and_is_not_a_protocol_run(halueval_slice, tmp_path):
     root, cache, artifact = halueval_slice
     tolerances = load_registry(root).protocol().tolerances
-    base = measure(root, cache, artifact, batch_size=32, dtype="float32")
-    bf16 = measure(root, fresh_cache(tmp_path / "bf16"), artifact, batch_size=32, dtype="bfloat16")
+    # the test split's scores are enough to show the bound broken (no re-fit: bfloat16 matrix products
+    # are emulated, and slow, on a CPU without bfloat16 instructions)
+    base = measure(root, cache, artifact, batch_size=32, dtype="float32", reproduce=False)
+    bf16 = measure(
+        root, fresh_cache(tmp_path / "bf16"), artifact, batch_size=32, dtype="bfloat16", reproduce=False
+    )
     assert bf16["protocol"] is None  # exploration: never a board number
     s0, s1 = np.array(base["scores"]), np.array(bf16["scores"])
     assert np.abs(s1 - s0).max() > 10 * tolerances.score_bound(np.abs(s0).max())
