@@ -231,6 +231,24 @@ def attack_eligibility(probe: Probe, lm: LoadedModel) -> str | None:
     return attack_applies(input_kind=probe.metadata.input, model_id=lm.id, encoder=lm.spec.encoder)
 
 
+def input_embedding_table(lm: LoadedModel) -> Any:
+    """The model's input-embedding weight "vocab d"."""
+    return (
+        lm.embeddings.weight if hasattr(lm.embeddings, "weight") else lm.model.get_input_embeddings().weight
+    )
+
+
+def random_token_embeddings(lm: LoadedModel, k: int, seed: int) -> Any:
+    """The embeddings "k d" (fp32, in the space the blocks read) of ``k`` tokens drawn with ``seed``:
+    where an attack's vectors start."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        tokens = torch.randint(0, int(input_embedding_table(lm).shape[0]), (k,), generator=generator)
+        return lm.embeddings(tokens.to(lm.device)[None, :])[0].float()
+
+
 def optimise_suffix(
     lm: LoadedModel,
     probe: Probe,
@@ -249,14 +267,8 @@ def optimise_suffix(
     import torch
 
     prompts = _encode(lm, train_positives, max_length, budget.suffix_tokens)
-    generator = torch.Generator().manual_seed(seed)
-    weight = (
-        lm.embeddings.weight if hasattr(lm.embeddings, "weight") else lm.model.get_input_embeddings().weight
-    )
-    with torch.no_grad():
-        tokens = torch.randint(0, int(weight.shape[0]), (budget.suffix_tokens,), generator=generator)
-        start = lm.embeddings(tokens.to(lm.device)[None, :])[0].float()
-        rms = float(start.pow(2).mean().sqrt())
+    start = random_token_embeddings(lm, budget.suffix_tokens, seed)
+    rms = float(start.pow(2).mean().sqrt())
     suffix = start.clone().requires_grad_(True)
     optimiser = torch.optim.Adam([suffix], lr=budget.learning_rate * rms)
     order = np.random.default_rng(seed)

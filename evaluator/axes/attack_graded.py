@@ -66,7 +66,9 @@ from evaluator.axes.attack import (
     _frozen,
     _Prompts,
     clean_setup,
+    input_embedding_table,
     probe_read,
+    random_token_embeddings,
     scores_in_batches,
 )
 from evaluator.core.harvest import render_prompts
@@ -143,9 +145,7 @@ def embedding_norm(lm: LoadedModel, chunk: int = 8192) -> float:
     typical token embedding (every token, in chunks: no sampling)."""
     import torch
 
-    weight = (
-        lm.embeddings.weight if hasattr(lm.embeddings, "weight") else lm.model.get_input_embeddings().weight
-    )
+    weight = input_embedding_table(lm)
     vocab = int(weight.shape[0])
     total, count = 0.0, 0
     with torch.no_grad():
@@ -275,13 +275,7 @@ def attack_curve(
         raise EvaluatorError(
             "attack: no positive prompt has room inside its content for the inserted vectors"
         )
-    generator = torch.Generator().manual_seed(seed)
-    weight = (
-        lm.embeddings.weight if hasattr(lm.embeddings, "weight") else lm.model.get_input_embeddings().weight
-    )
-    with torch.no_grad():
-        tokens = torch.randint(0, int(weight.shape[0]), (budget.tokens,), generator=generator)
-        start = lm.embeddings(tokens.to(lm.device)[None, :])[0].float()
+    start = random_token_embeddings(lm, budget.tokens, seed)
     score = probe.torch_forward(lm.device)
     order = np.random.default_rng(seed)
 
