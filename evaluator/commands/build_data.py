@@ -26,7 +26,7 @@ from evaluator.data.builders import TASK_IDS, builder
 from evaluator.data.builders.common import BuildContext, read_split, rewrite_tasks, write_task
 from evaluator.data.builders.onpolicy_tasks import generation_keys, generation_settings, relabel
 from evaluator.data.builders.sources import DEFAULT_SOURCES_DIR, fetch
-from evaluator.data.builders.stress import build_stress
+from evaluator.data.builders.stress import build_stress, build_stress_stats
 from evaluator.data.registry.files import default_root, sha256_file
 from evaluator.data.registry.load import load_registry
 from evaluator.data.registry.tasks_yaml import load_tasks
@@ -500,14 +500,21 @@ def data_stress_args(p: argparse.ArgumentParser) -> None:
         help="rebuild in memory and compare with the committed files and their pins (writes nothing)",
     )
     p.add_argument("--json", action="store_true", help="print JSON even on a terminal")
+    p.add_argument(
+        "--stats",
+        action="store_true",
+        help="also print, per task and in-place rewrite, the rows it changed and how many each rule changed",
+    )
 
 
 def run_data_stress(args: argparse.Namespace) -> dict:
     """Build the stress split of every task about its text (evaluator.data.builders.stress) from its
     committed test rows, write it and pin it in tasks.yaml as the task's ``stress``; with
-    ``--check``, compare instead and fail on a difference."""
+    ``--check``, compare instead and fail on a difference. With ``--stats`` the result also holds,
+    per task, the in-place rewrites' counts (``stats``: the rows each rule changed)."""
 
     root = (args.registry or default_root()).resolve()
+    stats = {"stats": build_stress_stats(root, args.task)} if args.stats else {}
     if args.check:
         built = build_stress(root, args.task, write=False)
         _, tasks = load_tasks(root / "tasks.yaml")
@@ -522,7 +529,7 @@ def run_data_stress(args: argparse.Namespace) -> dict:
             raise EvaluatorError(
                 f"stress splits out of date for {', '.join(stale)}: run `python -m evaluator data-stress`"
             )
-        return {"ok": True, "tasks": built}
+        return {"ok": True, "tasks": built, **stats}
     built = build_stress(root, args.task, write=True)
 
     def edit(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -536,4 +543,4 @@ def run_data_stress(args: argparse.Namespace) -> dict:
         return out
 
     rewrite_tasks(root / "tasks.yaml", edit)
-    return {"ok": True, "tasks": built}
+    return {"ok": True, "tasks": built, **stats}
