@@ -5,6 +5,7 @@ tasks), from a filled board (no model is run).
     .venv/bin/python bench/demo_fill.py --keep                  # fills a board in a temporary data dir
     .venv/bin/python bench/reference_lifts.py DATA_DIR          # copies it, rescores the copy, prints
     .venv/bin/python bench/reference_lifts.py DATA_DIR --write registry/reference_probes/results.json
+    .venv/bin/python bench/reference_lifts.py DATA_DIR --write registry/reference_probes/results.json --merge
 
 The data directory is copied first (the original is left as it was), migrated, synced with this
 checkout's registry and rescored (``manage.py rescore``: every Score recomputed from its stored
@@ -13,7 +14,9 @@ probe, task) with whether the task is in-domain, test AUROC, the strongest text 
 with its 95% interval and the controlled AUROC with its interval; the per-probe in-domain and
 cross-domain means; the counts a reader should not have to add up (how many probes beat the text
 bar on their own task and elsewhere, the in-domain/cross-domain gap, the saturated share). With
-``--write`` the per-task records are also written as JSON (the committed reference results).
+``--write`` the per-task records are also written as JSON (the committed reference results); with
+``--merge`` too, the file's records of probes this board does not hold are kept (a board filled with
+``bench/demo_fill.py --only`` for the probes just added).
 """
 
 from __future__ import annotations
@@ -52,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data_dir", type=Path, help="a data directory holding a filled probebench.sqlite3")
     parser.add_argument("--write", type=Path, help="also write the per-task records as JSON here")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="with --write: keep the file's records of the probes this board does not hold",
+    )
     args = parser.parse_args(argv)
     try:
         copy, env = board_copy(args.data_dir, secret="bench-reference-lifts-not-secret")
@@ -177,7 +185,14 @@ def main(argv: list[str] | None = None) -> int:
             f" | {_n(d.get('controlled_auroc_in_domain'))} | {_n(d.get('controlled_auroc_cross_domain'))} |"
         )
     if args.write:
-        args.write.write_text(json.dumps({"format": 1, "probes": records}, indent=1, sort_keys=True) + "\n")
+        written = records
+        if args.merge and args.write.is_file():
+            here = {e["artifact_sha256"] for e in records}
+            kept = [
+                e for e in json.loads(args.write.read_text())["probes"] if e["artifact_sha256"] not in here
+            ]
+            written = sorted(kept + records, key=lambda e: e["probe"])
+        args.write.write_text(json.dumps({"format": 1, "probes": written}, indent=1, sort_keys=True) + "\n")
         print(f"\nwrote {args.write}", file=sys.stderr)
     return 0
 

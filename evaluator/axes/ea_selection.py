@@ -77,7 +77,11 @@ class Candidate:
 
     def label(self) -> str:
         hp = ", ".join(f"{k} = {v}" for k, v in sorted(self.hyperparameters.items()))
-        where = {"last_token": "the last-token residual", "mean": "the mean-pooled residual"}
+        where = {
+            "last_token": "the last-token residual",
+            "mean": "the mean-pooled residual",
+            "max": "the max-pooled residual",
+        }
         return f"{self.method}{f' ({hp})' if hp else ''} on {where.get(self.position, self.position)}"
 
 

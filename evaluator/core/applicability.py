@@ -21,8 +21,11 @@ from typing import Any, Protocol, TypeVar
 
 #: The probe vocabulary, one home (the artifact reader, the harvester, the submission check and
 #: the submit form import it): where a probe reads the residual stream, what it reads, what its
-#: raw output is.
-POSITIONS: tuple[str, ...] = ("last_token", "mean")
+#: raw output is. ``mean`` and ``max`` pool over the same tokens (:data:`POOLED_POSITIONS`).
+POSITIONS: tuple[str, ...] = ("last_token", "mean", "max")
+#: the positions that pool over a prompt's content tokens (every non-padding token but the special
+#: tokens the tokenizer adds itself) rather than read one token
+POOLED_POSITIONS: tuple[str, ...] = ("mean", "max")
 INPUTS: tuple[str, ...] = ("single", "contrast_pair")
 OUTPUTS: tuple[str, ...] = ("logit", "probability")
 #: input kind → the task template it is rendered with

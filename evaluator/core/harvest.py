@@ -12,6 +12,10 @@ Positions (per prompt):
 - ``mean``: the mean over the prompt's non-padding tokens, excluding the special tokens the
   tokenizer adds itself (Gemma's ``<bos>``, BERT's ``[CLS]``/``[SEP]``): Gemma's BOS residual
   has a norm ~100× the others and would otherwise dominate every mean.
+- ``max``: the per-dimension maximum over the same tokens as ``mean`` (pads and the tokenizer's
+  own special tokens never win a dimension). Like ``mean``, it does not hang on one token: on a
+  decoder, text added after the content changes it only where the added tokens exceed the content's
+  values.
 
 Activations are returned as float32, whatever the compute dtype. A change to the vectors this
 module produces bumps ``evaluator.core.activations.HARVESTER_VERSION`` (part of every cache key).
@@ -26,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from evaluator.core import hooks
-from evaluator.core.applicability import INPUTS, POSITIONS
+from evaluator.core.applicability import INPUTS, POOLED_POSITIONS, POSITIONS
 from evaluator.errors import EvaluatorError, RegistryError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -169,6 +173,14 @@ def forward_until(
     return captured
 
 
+def span_max(hidden: Any, outside: Any) -> Any:
+    """The per-dimension maximum "b d" of ``hidden`` "b t d" over the positions where ``outside``
+    "b t" (bool) is False: those are filled with -inf first, so a pad or a special token never wins.
+    Differentiable in ``hidden`` (the gradient reaches the winning position of each dimension), as
+    the attack's reading of a ``max`` probe (``evaluator.axes.attack.probe_read``) must be."""
+    return hidden.masked_fill(outside[..., None], float("-inf")).amax(dim=1)
+
+
 def _token_batches(lengths: np.ndarray, config: HarvestConfig) -> list[np.ndarray]:
     """Indices of prompts grouped longest-first so each batch pads little."""
     order = np.argsort(-lengths, kind="stable")
@@ -216,7 +228,7 @@ def harvest(
         list(prompts),
         truncation=True,
         max_length=max_length,
-        return_special_tokens_mask="mean" in positions,
+        return_special_tokens_mask=any(p in POOLED_POSITIONS for p in positions),
         return_attention_mask=False,
     )
     ids: list[list[int]] = encoded["input_ids"]
@@ -231,7 +243,7 @@ def harvest(
         width = int(lengths[rows].max())
         input_ids = torch.full((rows.size, width), pad_id, dtype=torch.long)
         mask = torch.zeros((rows.size, width), dtype=torch.long)
-        pool = torch.zeros((rows.size, width), dtype=torch.float32)  # weights of the mean
+        pool = torch.zeros((rows.size, width), dtype=torch.float32)  # weights of the mean (0: not pooled)
         for b, i in enumerate(rows):
             length = int(lengths[i])
             input_ids[b, :length] = torch.tensor(ids[i])
@@ -241,14 +253,22 @@ def harvest(
         batch = {"input_ids": input_ids.to(lm.device), "attention_mask": mask.to(lm.device)}
         last = torch.as_tensor(lengths[rows] - 1, device=lm.device)
         weights = (pool / pool.sum(1, keepdim=True)).to(lm.device)  # "b t", rows sum to 1
+        outside = (pool <= 0).to(lm.device)  # "b t": pads and special tokens, never pooled
 
         def pool_layer(
-            layer: int, h: Any, rows: np.ndarray = rows, last: Any = last, weights: Any = weights
+            layer: int,
+            h: Any,
+            rows: np.ndarray = rows,
+            last: Any = last,
+            weights: Any = weights,
+            outside: Any = outside,
         ) -> None:
             h = h.float()
             for pos in positions:
                 if pos == "last_token":
                     vec = h[torch.arange(rows.size, device=lm.device), last]
+                elif pos == "max":
+                    vec = span_max(h, outside)
                 else:
                     vec = torch.einsum("btd,bt->bd", h, weights)
                 out[(layer, pos)][rows] = vec.cpu().numpy()

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from evaluator.core.activations import split_activations
+from evaluator.core.applicability import POSITIONS
 from evaluator.errors import ArtifactError, EvaluatorError, UnknownNameError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -206,6 +207,10 @@ class Recipe:
         if not isinstance(values["layer"], int) or isinstance(values["layer"], bool):
             raise ArtifactError(f"recipe: layer must be an integer, got {values['layer']!r}")
         values["position"] = values["position"] or "last_token"
+        if values["position"] not in POSITIONS:
+            raise ArtifactError(
+                f"recipe: unknown position {values['position']!r}; accepted: {', '.join(POSITIONS)}"
+            )
         values["input"] = values["input"] or "single"
         values["template"] = data.get("template") or values["input"]
         if values["template"] != values["input"]:
@@ -231,10 +236,18 @@ class Recipe:
 # --------------------------------------------------------------------------- fitting
 
 
+#: A column whose spread on train is at most this fraction of its size is constant up to float32
+#: rounding: it is centred but not scaled. A max-pooled column is often one: on a decoder the first
+#: token's residual wins some dimensions in every row, and it is the same wherever the prompts start
+#: alike, but for rounding that differs with the batch it was harvested in. Scaled by that rounding,
+#: it would turn noise into the probe's largest feature.
+CONSTANT_SPREAD = 1e-5
+
+
 def _standardizer(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mean = X.mean(axis=0)
     std = X.std(axis=0)
-    return mean, np.where(std > 0, std, 1.0)
+    return mean, np.where(std > CONSTANT_SPREAD * np.abs(mean), std, 1.0)
 
 
 def _platt(u: np.ndarray, y: np.ndarray) -> tuple[float, float]:

@@ -95,6 +95,7 @@ class ProbeVersion(models.Model):
     class Position(models.TextChoices):
         LAST_TOKEN = "last_token"
         MEAN = "mean"
+        MAX = "max"
 
     class Output(models.TextChoices):
         LOGIT = "logit"

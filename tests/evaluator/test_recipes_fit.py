@@ -131,3 +131,21 @@ def test_layers_map_by_relative_depth():
     assert map_layer(15, 30, 18) == 9
     assert map_layer(30, 30, 6) == 6
     assert map_layer(0, 30, 18) == 0
+
+
+@pytest.mark.parametrize("method", ["logistic_regression", "mlp"])
+def test_a_column_constant_up_to_rounding_is_centred_but_never_scaled(method):
+    """A column that differs between rows only by float32 rounding (as a max-pooled dimension won by
+    the first token does) is not blown up into a feature: rounding it again moves what the probe
+    reads by no more than the rounding."""
+    rng = np.random.default_rng(0)
+    y = np.tile([0, 1], 40)
+    X = rng.normal(size=(80, 8)) + y[:, None] * 0.8
+    X[:, 3] = 5.7 + rng.normal(scale=1e-7, size=80)  # 5.7 up to rounding
+    tensors = fit_recipe(Recipe(method=method, task=TASK, layer=1, seed=0), X, y)
+    assert tensors["scale"][3] == 1.0 and tensors["mean"][3] == pytest.approx(5.7)
+    assert tensors["scale"][0] == pytest.approx(X[:, 0].std())
+    nudged = X.copy()
+    nudged[:, 3] += rng.normal(scale=1e-6, size=80)
+    moved = (nudged - tensors["mean"]) / tensors["scale"] - (X - tensors["mean"]) / tensors["scale"]
+    assert np.abs(moved).max() < 1e-5

@@ -122,6 +122,12 @@ BAD_UPLOADS = {
         "license: 'WTFPL' is not in the license registry; accepted: Apache-2.0",
     ),
     "missing field": (lambda: linear_probe_bytes(), metadata(name=None), 400, "name: this field is required"),
+    "unknown position": (
+        lambda: linear_probe_bytes(),
+        metadata(position="middle"),
+        400,
+        "position: 'middle' is not accepted; accepted: last_token, mean, max",
+    ),
     "unknown category": (
         lambda: linear_probe_bytes(),
         metadata(category="vibes"),
@@ -180,6 +186,13 @@ def test_a_good_upload_is_201_and_queued_with_its_runs(api):
     sub = Submission.objects.get(pk=body["id"])
     assert sub.runs.filter(kind="score", split="test").exists()
     assert len(stored_files()) == files_before + 1
+
+
+def test_a_max_pooled_probe_is_accepted_and_its_version_reads_max(api):
+    response = post(api, linear_probe_bytes(seed=5), metadata(position="max"))
+    assert response.status_code == 201, response.content
+    version = Submission.objects.get(pk=response.json()["id"]).probe_version
+    assert version.position == ProbeVersion.Position.MAX == "max"
 
 
 def test_another_users_submission_is_404(api, stranger):
