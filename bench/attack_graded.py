@@ -5,6 +5,9 @@ through the activation cache excluded where they were cached).
 
     .venv/bin/python bench/attack_graded.py                       # the default set below
     .venv/bin/python bench/attack_graded.py --only ea-smollm2 --steps 10
+    .venv/bin/python bench/attack_graded.py --pairs ea-minilm:benchmark-vs-user-v1
+
+The budget is the current protocol's (``attack_graded``); ``--steps`` changes it (no protocol then).
 
 Prints one JSON object per probe on stdout as it finishes, and a table on stderr. Not a test.
 """
@@ -22,35 +25,42 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 #: (reference probe, task): the eval-awareness probes on SmolLM2 (last token at layer 13, mean at
-#: layer 8, mean at layer 0) and two deception probes, on their own tasks
+#: layer 8, mean at layer 0) and on MiniLM (an encoder), two deception probes, and a contrast pair,
+#: each on its own task
 DEFAULT = (
     ("ea-smollm2", "benchmark-vs-user-v1"),
     ("ea-ctx-smollm2", "benchmark-vs-user-v1"),
     ("ea-lofo-smollm2", "benchmark-vs-user-v1"),
+    ("ea-minilm", "benchmark-vs-user-v1"),
     ("records-deception-logreg-smollm2", "records-deception-v1"),
     ("onpolicy-deception-logreg-smollm2", "onpolicy-incentive-deception-v1"),
+    ("cities-cp-logreg-smollm2", "cities-truth-v1"),
 )
 
 
 def main() -> int:
-    from evaluator.axes.attack_graded import DRAFT_BUDGET, attack_graded
+    from evaluator.axes.attack_graded import attack_graded, graded_budget
     from evaluator.commands.base import default_cache_dir
     from evaluator.core import models
     from evaluator.data.registry.load import load_registry
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default="", help="comma-separated reference probe slugs")
+    parser.add_argument("--steps", type=int, default=None, help="steps per radius (default: the protocol's)")
     parser.add_argument(
-        "--steps", type=int, default=None, help="steps per radius (default: the draft budget's)"
+        "--pairs", default="", help="comma-separated SLUG:TASK pairs instead of the default set"
     )
     parser.add_argument("--cache-dir", type=Path, default=None)
     args = parser.parse_args()
     wanted = {s for s in args.only.split(",") if s}
-    budget = DRAFT_BUDGET if args.steps is None else dataclasses.replace(DRAFT_BUDGET, steps=args.steps)
     registry = load_registry(ROOT)
+    budget, _ = graded_budget(registry)
+    if args.steps is not None:
+        budget = dataclasses.replace(budget, steps=args.steps)
+    pairs = [tuple(p.split(":", 1)) for p in args.pairs.split(",") if p] or list(DEFAULT)
     cache = args.cache_dir or default_cache_dir()
     rows = []
-    for slug, task in DEFAULT:
+    for slug, task in pairs:
         if wanted and slug not in wanted:
             continue
         path = ROOT / "registry" / "reference_probes" / slug
@@ -74,17 +84,22 @@ def main() -> int:
             "probe": slug,
             "task": task,
             "position": probe.metadata.position,
+            "input": probe.metadata.input,
             "layer": probe.layer,
             "recall_clean": out["recall_clean"],
-            "recall_inserted": out["recall_inserted"],
+            "caught_clean": out["caught_clean"],
+            "not_attacked": out["not_attacked"],
+            "recall_inserted": out.get("recall_inserted", []),
             "areas": [s["area"] for s in out["seeds"]],
             "goodhart_resistance": out["goodhart_resistance"],
-            "eps50": out["eps50"],
+            "eps50": out.get("eps50", []),
             "n_positives": out["n_positives"],
             "attack_seconds": out["seconds"],
             "wall_seconds": round(time.perf_counter() - wall, 1),
             "cpu_seconds": round(time.process_time() - cpu, 1),
             "curves": [[round(c["relative"], 3) for c in s["curve"]] for s in out["seeds"]],
+            "kept_readout": (out.get("behaviour_kept") or {}).get("readout"),
+            "kept_areas": [s["area"] for s in (out.get("behaviour_kept") or {}).get("seeds") or []],
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -93,6 +108,9 @@ def main() -> int:
         file=sys.stderr,
     )
     for r in rows:
+        if r["not_attacked"]:
+            print(f"{r['probe']:<36} not attacked: {r['not_attacked']}", file=sys.stderr)
+            continue
         eps = ", ".join("-" if e is None else f"{e:.3f}" for e in r["eps50"])
         areas = ", ".join(f"{a:.2f}" for a in r["areas"])
         inserted = ", ".join(f"{x:.2f}" for x in r["recall_inserted"])

@@ -73,8 +73,8 @@ COMPONENT_FORMULAS = {
     "latency": f"1 − log10(ms)/{math.log10(LATENCY_RANGE_MS[1]):g}, ms clamped to "
     f"[{LATENCY_RANGE_MS[0]:g}, {LATENCY_RANGE_MS[1]:g}]",
     "license": "the openness score L of the probe's license (registry)",
-    "goodhart": "recall of the test positives under the protocol's soft-suffix attack ÷ the clean recall "
-    "(both at the clean 1%-FPR threshold), clipped to [0, 1], mean over tasks",
+    "goodhart": "area under the graded attack's relative-recall curve over log ε (protocol p2 on; under p1 the "
+    "recall under the soft-suffix attack ÷ the clean recall), mean over seeds and tasks",
 }
 
 
@@ -215,18 +215,22 @@ COLUMN_HELP: dict[str, dict[str, str]] = {
     },
     "goodhart": {
         "label": COMPONENT_LABELS["goodhart"],
-        "what": "an adversary with white-box access appends 16 free input embeddings (a universal soft "
-        "suffix) to every prompt and moves them, by the measurement protocol's fixed budget of Adam steps "
-        "on the train positives, to push the frozen probe's score below its 1%-FPR threshold; the recall "
-        "of the test positives under that suffix divided by their clean recall, clipped to [0, 1], mean "
-        "over tasks (the probe page shows the recall after each checkpoint step)",
-        "unit": "none (a ratio of recalls)",
+        "what": "an adversary with white-box access inserts 16 vectors inside the content (after its first "
+        "token, never where the probe reads or pools) and moves them, each within a ball of radius ε around a "
+        "random token's embedding, to push the frozen probe's score below its 1%-FPR threshold; ε grows over a "
+        "log grid from 0.01 to 0.5 token-embedding norms. The recall of the attacked test positives relative "
+        "to their recall with the unoptimised vectors inserted, as a curve over ε: its normalised area, mean "
+        "over 2 seeds and the tasks (the probe page shows each curve, ε50 and the soft-suffix attack beside "
+        "it). Every probe kind is attacked: a contrast pair in both prompts, an encoder in its word embeddings",
+        "unit": "none (an area under a ratio of recalls)",
         "range": "[0, 1]",
-        "interval": "none",
-        "zero": "0: the attack hides every positive the probe caught",
-        "top": "1: the attack took no positive away; imputed (the spec's default, flagged) where no attack "
-        "applies: a contrast-pair probe, an encoder base model, or a run still pending",
-        "score": "counts from weights spec v0.0.2 with the weight in its header (weight 0 under v0.0.1)",
+        "interval": "the range over seeds, on the probe page",
+        "zero": "0: the smallest radius already hides every positive the probe caught",
+        "top": "1: no radius of the grid took a positive away. Not measured (every task catches too few "
+        "positives to grade, a failed or pending run): under v0.0.3 the lowest value measured in the "
+        "probe's category, flagged (0 where none is); under v0.0.2 the default 0.5",
+        "score": "counts from weights spec v0.0.2 with the weight in its header (weight 0 under v0.0.1); "
+        "under v0.0.2 the measurement is whatever the protocol's robustness run measured",
     },
     "borda": {
         "label": "Borda rank",

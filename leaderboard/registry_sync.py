@@ -94,6 +94,7 @@ def registry_sync(*, registry: Registry | None = None, verify_hashes: bool = Tru
                 "description": spec.description.strip(),
                 "weights": spec.weights,
                 "imputation": spec.imputation,
+                "imputation_rules": spec.imputation_rules,
                 "sha256": spec.sha256,
             },
         )

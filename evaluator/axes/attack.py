@@ -149,12 +149,14 @@ def probe_read(
 ) -> Any:
     """What a probe reads from input embeddings ``inputs`` "b t d" (the space the blocks read, right
     padded; ``mask`` "b t": 1 on the real positions): the hidden states at ``layer`` at each row's
-    position ``lengths[b] - 1`` (``last_token``) or their mean under the weights ``pool`` "b t"
-    (``mean``). fp32, differentiable in ``inputs``; the forward stops at ``layer``."""
+    position ``lengths[b] - 1`` (``last_token``), their mean under the weights ``pool`` "b t"
+    (``mean``), or their per-dimension maximum over the positions whose weight is above 0 (``max``:
+    the others never win, as in the harvester). fp32, differentiable in ``inputs``; the forward
+    stops at ``layer``."""
     import torch
 
     inputs = inputs.to(lm.dtype)
-    if layer == 0:  # the embeddings themselves (the embedding module does not run)
+    if layer == 0 and not lm.spec.encoder:  # a decoder's embeddings (its embedding module does not run)
         hidden = inputs
     else:
         with hooks.capture(lm, [layer], stop=True) as captured:
@@ -164,6 +166,9 @@ def probe_read(
     if position == "last_token":
         last = torch.as_tensor([n - 1 for n in lengths], device=lm.device)
         return hidden[torch.arange(len(lengths), device=lm.device), last]
+    if position == "max":  # as the harvester's span_max: pads and special tokens filled with -inf
+        outside = (pool <= 0).to(lm.device)
+        return hidden.masked_fill(outside[..., None], float("-inf")).amax(dim=1)
     weights = (pool / pool.sum(1, keepdim=True)).to(lm.device)
     return torch.einsum("btd,bt->bd", hidden, weights)
 
@@ -362,9 +367,10 @@ def clean_setup(
     cache_dir: str | Path,
     device: str | None,
     lm: LoadedModel | None,
+    refuse: Callable[[Probe, LoadedModel], str | None] | None = attack_eligibility,
 ) -> CleanSetup:
     """The clean side of an attack on ``probe`` for ``task_id`` (a task of its category, a probe the
-    attack applies to: an EvaluatorError says why not)."""
+    attack applies to: ``refuse`` says why not, raised as an EvaluatorError; None: every probe)."""
     protocol = registry.protocol()
     p = as_probe(probe, registry)
     task = registry.task(task_id)
@@ -374,7 +380,7 @@ def clean_setup(
         lm = models.load_model(  # looked up when called: tests replace it (no model may load)
             p.base_model, registry=registry, cache_dir=cache_dir, device=device, protocol=protocol
         )
-    why = attack_eligibility(p, lm)
+    why = refuse(p, lm) if refuse is not None else None
     if why:
         raise EvaluatorError(f"attack: {why}")
     config = harvest_config_default(registry)
@@ -580,23 +586,37 @@ def attack_metrics(
 
 
 def robustness_summary(per_task: dict[str, dict[str, Any]], *, pending: Sequence[str] = ()) -> dict[str, Any]:
-    """The robustness axis as a Score keeps it, from each task's :func:`attack_metrics` (plus the
-    run's ``curve``, ``steps``, ``steps_to_half`` and ``transfer``): ``goodhart_resistance``,
-    ``attack_recall`` and ``transfer_attack_recall`` (the recall under the category reference's
-    suffix; means over the tasks where they are defined; None when none is, or while a task's
-    robustness run is ``pending``) and ``robustness``: the per-task facts."""
+    """The robustness axis as a Score keeps it, from each task's facts (:func:`attack_metrics` and the
+    suffix run's ``curve``, ``steps``, ``steps_to_half`` and ``transfer``, and where the graded attack
+    ran its area, range and curves: ``leaderboard.axes.robustness.graded_read``):
+    ``goodhart_resistance`` (the graded area where the protocol has a graded budget, else the suffix
+    attack's recall ratio), its range over seeds, ``attack_recall`` and ``transfer_attack_recall``
+    (the recall under the category reference's suffix); means over the tasks where they are defined,
+    None when none is or while a task's robustness run is ``pending``; ``goodhart_method`` (graded
+    or suffix) and ``robustness``: the per-task facts."""
     complete = bool(per_task) and not pending
+
+    def mean_of(values: list[float]) -> float | None:
+        return float(np.mean(values)) if complete and values else None
+
+    def finite(value: Any) -> bool:
+        return value is not None and math.isfinite(value)
+
     transfers = [
         t["transfer"]["recall_attacked"]
         for t in per_task.values()
-        if (t.get("transfer") or {}).get("recall_attacked") is not None
-        and math.isfinite(t["transfer"]["recall_attacked"])
+        if finite((t.get("transfer") or {}).get("recall_attacked"))
     ]
-    resist = [t["goodhart_resistance"] for t in per_task.values() if t.get("goodhart_resistance") is not None]
-    under = [t["recall_attacked"] for t in per_task.values() if math.isfinite(t["recall_attacked"])]
+    resist = [t[GOODHART_KEY] for t in per_task.values() if t.get(GOODHART_KEY) is not None]
+    ranges = [t["goodhart_resistance_range"] for t in per_task.values() if t.get("goodhart_resistance_range")]
+    under = [t["recall_attacked"] for t in per_task.values() if finite(t.get("recall_attacked"))]
+    methods = {t.get("method", "suffix") for t in per_task.values()}
+    low, high = mean_of([r[0] for r in ranges]), mean_of([r[1] for r in ranges])
     return {
-        GOODHART_KEY: float(np.mean(resist)) if complete and resist else None,
-        ATTACK_RECALL_KEY: float(np.mean(under)) if complete and under else None,
-        TRANSFER_RECALL_KEY: float(np.mean(transfers)) if complete and transfers else None,
+        GOODHART_KEY: mean_of(resist),
+        "goodhart_resistance_range": None if low is None or high is None else [low, high],
+        "goodhart_method": ("graded" if "graded" in methods else "suffix") if per_task else None,
+        ATTACK_RECALL_KEY: mean_of(under),
+        TRANSFER_RECALL_KEY: mean_of(transfers),
         "robustness": {task_id: dict(t) for task_id, t in sorted(per_task.items())},
     }

@@ -40,18 +40,26 @@ One set of vectors is shared by every input (universal), as for the suffix. Roun
 to the nearest real tokens is not a discrete attack (it changes nothing measurable); a discrete
 number would need a discrete search, which this module does not claim.
 
-Single-prompt probes on decoder base models. A contrast pair's two prompts and an encoder's
-position and type embeddings are not attacked here: the result says so
-(:func:`evaluator.axes.attack.attack_applies`), and the board gives such a probe the lowest
-measured value of its category, never a midpoint.
+6. **Which rows.** The test positives attacked are a seeded subset of at most ``max_positives``
+   (ranked by SHA-256 of the task and row id: the same rows for every probe of the task). Where the
+   clean threshold catches fewer than ``min_caught`` of them, the task is not attacked and the
+   result says so (``not_attacked``): a ratio over a handful of caught rows is noise, and a probe
+   that catches nothing has nothing for an adversary to take.
 
-``python -m evaluator attack --graded --probe DIR --task T --json`` prints the result. Until a
-measurement protocol carries the budget (its ``attack_graded`` section), the command runs with
-:data:`DRAFT_BUDGET` and the result names no protocol: it is a measurement, not a board number.
+Every probe kind is attacked. A contrast pair reads φ(x⁺) − φ(x⁻): the same vectors go into
+both prompts, after each one's first content token. An encoder's vectors are word embeddings: the
+model adds its own position and type embeddings to them, as to every other token. The board gives
+a probe whose attack could not be measured (no task with enough caught positives, a failed run)
+the lowest measured value of its category, flagged (weights spec v0.0.3), never a midpoint.
+
+``python -m evaluator attack --graded --probe DIR --task T --json`` prints the result under the
+current protocol's ``attack_graded`` budget; ``--steps`` or ``--seed`` change the budget, and the
+result then names no protocol: it is a measurement, not a board number.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -68,10 +76,10 @@ from evaluator.axes.attack import (
     clean_setup,
     input_embedding_table,
     probe_read,
-    random_token_embeddings,
     scores_in_batches,
 )
 from evaluator.core.harvest import render_prompts
+from evaluator.data.registry.protocols import GradedAttackSettings
 from evaluator.errors import EvaluatorError
 from evaluator.metrics.metrics import recall_at_fpr
 
@@ -81,52 +89,26 @@ if TYPE_CHECKING:  # pragma: no cover
     from evaluator.data.registry.load import Registry
 
 
-@dataclass(frozen=True)
-class GradedBudget:
-    """The graded attack's budget: ``tokens`` inserted vectors, the radii ε (fractions of the
-    embedding norm, increasing), ``steps`` Adam steps per radius on batches of ``batch`` train
-    positives at ``step_fraction`` × the radius, one curve per seed of ``seeds``."""
-
-    tokens: int
-    radii: tuple[float, ...]
-    steps: int
-    batch: int
-    step_fraction: float
-    seeds: tuple[int, ...]
-
-    def check(self) -> GradedBudget:
-        """The budget itself, or an EvaluatorError naming the value that is out of range."""
-        if not 1 <= self.tokens <= 64:
-            raise EvaluatorError(f"attack budget: tokens {self.tokens}: accepted 1..64")
-        if not self.radii or any(not (0 < r <= 10) for r in self.radii):
-            raise EvaluatorError(f"attack budget: radii {list(self.radii)}: accepted values in (0, 10]")
-        if list(self.radii) != sorted(set(self.radii)):
-            raise EvaluatorError(f"attack budget: radii {list(self.radii)}: must increase strictly")
-        if not 0 <= self.steps <= 1000 or not 1 <= self.batch <= 256:
-            raise EvaluatorError(
-                f"attack budget: steps {self.steps} (accepted 0..1000), batch {self.batch} (accepted 1..256)"
-            )
-        if not 0 < self.step_fraction <= 1:
-            raise EvaluatorError(f"attack budget: step_fraction {self.step_fraction}: accepted (0, 1]")
-        if not self.seeds or any(not 0 <= s <= 2**31 - 1 for s in self.seeds):
-            raise EvaluatorError(
-                f"attack budget: seeds {list(self.seeds)}: accepted 0..{2**31 - 1}, at least one"
-            )
-        return self
-
-
-#: the budget the command runs with until a protocol carries one (its result names no protocol)
-DRAFT_BUDGET = GradedBudget(
-    tokens=16,
-    radii=(0.01, 0.02, 0.035, 0.06, 0.1, 0.17, 0.3, 0.5),
-    steps=8,
-    batch=8,
-    step_fraction=0.25,
-    seeds=(0, 1),
-)
-
-
 # --------------------------------------------------------------------------- the forward
+
+
+def token_embeddings(lm: LoadedModel, ids: Any) -> Any:
+    """The input embeddings of token ``ids`` in the space the model's ``inputs_embeds`` takes: a
+    decoder's embedding module (Gemma's √d scaling included), an encoder's word embeddings (the
+    model adds its position and type embeddings, and its LayerNorm, to them itself)."""
+    if lm.spec.encoder:
+        return lm.model.embeddings.word_embeddings(ids)
+    return lm.embeddings(ids)
+
+
+def start_vectors(lm: LoadedModel, k: int, seed: int) -> Any:
+    """The embeddings "k d" (fp32) of ``k`` tokens drawn with ``seed``: where the vectors start."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        tokens = torch.randint(0, int(input_embedding_table(lm).shape[0]), (k,), generator=generator)
+        return token_embeddings(lm, tokens.to(lm.device)[None, :])[0].float()
 
 
 def insert_at(prompts: _Prompts) -> list[int]:
@@ -141,8 +123,8 @@ def insert_at(prompts: _Prompts) -> list[int]:
 
 
 def embedding_norm(lm: LoadedModel, chunk: int = 8192) -> float:
-    """The RMS of the input-embedding table in the space the blocks read, times √d: the length of a
-    typical token embedding (every token, in chunks: no sampling)."""
+    """The RMS of the input-embedding table in the space the model's inputs take, times √d: the
+    length of a typical token embedding (every token, in chunks: no sampling)."""
     import torch
 
     weight = input_embedding_table(lm)
@@ -151,26 +133,19 @@ def embedding_norm(lm: LoadedModel, chunk: int = 8192) -> float:
     with torch.no_grad():
         for start in range(0, vocab, chunk):
             ids = torch.arange(start, min(start + chunk, vocab), device=lm.device)[None, :]
-            e = lm.embeddings(ids)[0].double()
+            e = token_embeddings(lm, ids)[0].double()
             total += float(e.pow(2).sum())
             count += int(e.numel())
     d = int(weight.shape[1])
     return math.sqrt(total / count) * math.sqrt(d)
 
 
-def pooled_inserted(
-    lm: LoadedModel,
-    prompts: _Prompts,
-    rows: Sequence[int],
-    vectors: Any | None,
-    where: Sequence[int],
-    *,
-    layer: int,
-    position: str,
-) -> Any:
-    """The probe's input vectors "b d" (fp32) of ``rows`` with ``vectors`` ("k d"; None: clean)
-    inserted at ``where[row]``; the probe reads the original tokens only. Differentiable in
-    ``vectors``."""
+def _inserted(
+    lm: LoadedModel, prompts: _Prompts, rows: Sequence[int], vectors: Any | None, where: Sequence[int]
+) -> tuple[Any, Any, Any, list[int]]:
+    """The input embeddings "b t d" of ``rows`` with ``vectors`` ("k d"; None: clean) inserted at
+    ``where[row]`` (right padded), the attention mask, the pooling weights (the original
+    non-special tokens; the inserted positions 0) and each row's length."""
     import torch
 
     k = 0 if vectors is None else int(vectors.shape[0])
@@ -182,7 +157,7 @@ def pooled_inserted(
     for b, i in enumerate(rows):
         ids = torch.tensor(prompts.ids[i], device=lm.device)[None, :]
         with torch.no_grad():
-            emb = lm.embeddings(ids)[0].float()
+            emb = token_embeddings(lm, ids)[0].float()
         keep = torch.tensor(prompts.keep[i], dtype=torch.float32)
         if not keep.sum() > 0:
             keep = torch.ones_like(keep)
@@ -198,26 +173,219 @@ def pooled_inserted(
         parts.append(torch.nn.functional.pad(row, (0, 0, 0, width - row.shape[0])))
         mask[b, : n + k] = 1
         pool[b, : n + k] = weights
-    inputs = torch.stack(parts)
-    return probe_read(lm, inputs, mask, pool, lengths, layer=layer, position=position)
+    return torch.stack(parts), mask, pool, lengths
 
 
-def _scores(
+def pooled_inserted(
     lm: LoadedModel,
-    probe: Probe,
     prompts: _Prompts,
     rows: Sequence[int],
     vectors: Any | None,
     where: Sequence[int],
+    *,
+    layer: int,
+    position: str,
+) -> Any:
+    """The probe's input vectors "b d" (fp32) of ``rows`` with ``vectors`` ("k d"; None: clean)
+    inserted at ``where[row]``; the probe reads the original tokens only. Differentiable in
+    ``vectors``."""
+    inputs, mask, pool, lengths = _inserted(lm, prompts, rows, vectors, where)
+    return probe_read(lm, inputs, mask, pool, lengths, layer=layer, position=position)
+
+
+def readout_inserted(
+    lm: LoadedModel,
+    prompts: _Prompts,
+    rows: Sequence[int],
+    vectors: Any | None,
+    where: Sequence[int],
+    tokens: Any,
+) -> Any:
+    """The task's next-token readout r(x) "b" (fp32: log P(positive openings) − log P(negative
+    openings) at the last position, from the final hidden state through the LM head) of ``rows``'
+    readout prompts with ``vectors`` inserted. Differentiable in ``vectors``."""
+    import torch
+
+    from evaluator.core.models import output_embedding
+
+    inputs, mask, _, lengths = _inserted(lm, prompts, rows, vectors, where)
+    hidden = lm.model(
+        inputs_embeds=inputs.to(lm.dtype), attention_mask=mask.to(lm.device), use_cache=False
+    ).last_hidden_state
+    last = torch.as_tensor([n - 1 for n in lengths], device=lm.device)
+    h = hidden[torch.arange(len(lengths), device=lm.device), last].float()
+    weight = output_embedding(lm).float()
+    return torch.logsumexp(h @ weight[tokens.positive].T, dim=1) - torch.logsumexp(
+        h @ weight[tokens.negative].T, dim=1
+    )
+
+
+@dataclass(frozen=True)
+class Sides:
+    """The prompts a probe reads for each row, with where the vectors go in each: one prompt for a
+    single-prompt probe, two (x⁺ and x⁻) for a contrast pair, whose input is φ(x⁺) − φ(x⁻)."""
+
+    prompts: tuple[_Prompts, ...]
+    where: tuple[list[int], ...]
+
+    @classmethod
+    def encode(
+        cls, lm: LoadedModel, task: Any, texts: Sequence[str], input_kind: str, max_length: int, room: int
+    ) -> Sides:
+        rendered = render_prompts(task, texts, input_kind)
+        n = len(texts)
+        groups = [rendered] if input_kind == "single" else [rendered[:n], rendered[n:]]
+        prompts = tuple(_encode(lm, g, max_length, room) for g in groups)
+        return cls(prompts, tuple(insert_at(p) for p in prompts))
+
+    @classmethod
+    def single(cls, lm: LoadedModel, prompts: Sequence[str], max_length: int, room: int) -> Sides:
+        """One prompt per row, already rendered (a readout prompt)."""
+        encoded = _encode(lm, prompts, max_length, room)
+        return cls((encoded,), (insert_at(encoded),))
+
+    def with_room(self, rows: Sequence[int]) -> list[int]:
+        """``rows`` whose every prompt has room for the vectors inside its content."""
+        return [i for i in rows if all(w[i] > 0 for w in self.where)]
+
+    def read(
+        self, lm: LoadedModel, rows: Sequence[int], vectors: Any | None, *, layer: int, position: str
+    ) -> Any:
+        """The probe's input "b d" of ``rows`` with ``vectors`` inserted in every prompt."""
+        reads = [
+            pooled_inserted(lm, p, rows, vectors, w, layer=layer, position=position)
+            for p, w in zip(self.prompts, self.where, strict=True)
+        ]
+        return reads[0] if len(reads) == 1 else reads[0] - reads[1]
+
+
+def _scores(
+    lm: LoadedModel, probe: Probe, sides: Sides, rows: Sequence[int], vectors: Any | None
 ) -> np.ndarray:
-    """The probe's own scores (Probe.score on the pooled vectors) of ``rows`` with ``vectors``."""
+    """The probe's own scores (Probe.score on its input vectors) of ``rows`` with ``vectors``."""
     return scores_in_batches(
         probe,
         rows,
-        lambda chunk: pooled_inserted(
-            lm, prompts, chunk, vectors, where, layer=probe.layer, position=probe.metadata.position
-        ),
+        lambda chunk: sides.read(lm, chunk, vectors, layer=probe.layer, position=probe.metadata.position),
     )
+
+
+def attacked_positives(task_id: str, ids: Sequence[str], labels: Sequence[int], limit: int) -> list[int]:
+    """The test positives the attack measures: at most ``limit``, ranked by SHA-256 of the task and
+    row id (the same rows for every probe of the task), in file order."""
+
+    def rank(i: int) -> str:
+        return hashlib.sha256(f"graded:{task_id}:{ids[i]}".encode()).hexdigest()
+
+    positives = [i for i, y in enumerate(labels) if y == 1]
+    return sorted(sorted(positives, key=rank)[:limit])
+
+
+# --------------------------------------------------------------------------- the behaviour kept
+
+
+@dataclass
+class Behaviour:
+    """What an evasion must keep: the task's validated next-token readout on the readout prompts of
+    the attacked test positives (``test``, their clean values ``clean_test``) and of the train
+    positives (``train``; clean values computed when a batch first needs them). A positive's
+    behaviour is kept while its readout stays above its clean value minus ``tolerance`` nats."""
+
+    tokens: Any
+    test: Sides
+    train: Sides
+    clean_test: np.ndarray
+    tolerance: float
+    weight: float
+    clean_train: dict[int, float]
+
+    def train_clean(self, lm: LoadedModel, rows: Sequence[int]) -> np.ndarray:
+        import torch
+
+        todo = [i for i in rows if i not in self.clean_train]
+        if todo:
+            with torch.no_grad():
+                values = readout_inserted(
+                    lm, self.train.prompts[0], todo, None, self.train.where[0], self.tokens
+                )
+            self.clean_train.update(zip(todo, values.double().cpu().numpy().tolist(), strict=True))
+        return np.asarray([self.clean_train[i] for i in rows], dtype=np.float64)
+
+    def test_values(self, lm: LoadedModel, rows: Sequence[int], vectors: Any) -> np.ndarray:
+        import torch
+
+        out = []
+        with torch.no_grad():
+            for start in range(0, len(rows), 16):
+                chunk = list(rows[start : start + 16])
+                r = readout_inserted(
+                    lm, self.test.prompts[0], chunk, vectors, self.test.where[0], self.tokens
+                )
+                out.append(r.double().cpu().numpy())
+        return np.concatenate(out) if out else np.zeros(0)
+
+
+def behaviour_setup(
+    lm: LoadedModel,
+    task: Any,
+    *,
+    registry: Registry,
+    test: Any,
+    attacked: Sequence[int],
+    train_texts: Sequence[str],
+    budget: GradedAttackSettings,
+    max_length: int,
+) -> tuple[Behaviour | None, dict[str, Any]]:
+    """The task's readout, validated on the model as direction utility validates it (its AUROC
+    against the labels on the protocol's balanced test rows must reach ``min_readout_auroc``), on
+    the ``attacked`` test rows and the train positives; (None, why not) where there is none, it
+    does not validate, or the model is an encoder."""
+    from evaluator.axes.steer_readout import readout_tokens, steer_subset
+    from evaluator.core.harvest import render
+    from evaluator.metrics.metrics import auroc
+
+    steering = registry.protocol().steering
+    if lm.spec.encoder:
+        return None, {"applies": False, "reason": f"{lm.id} is an encoder: it has no next-token readout"}
+    template = task.readout.template_for(lm.spec.family) if task.readout is not None else None
+    if template is None:
+        why = task.readout_reason or f"task {task.id} has no next-token readout for {lm.spec.family}"
+        return None, {"applies": False, "reason": why}
+    if steering is None:
+        return None, {"applies": False, "reason": "the protocol has no rule to validate a readout"}
+    tokens = readout_tokens(lm, positive=task.readout.positive, negative=task.readout.negative)
+    rows = steer_subset(test.labels, test.ids, task_id=task.id, n=steering.examples, seed=steering.seed)
+    room = budget.tokens
+    check = Sides.single(lm, [render(template, test.texts[i]) for i in rows], max_length, room)
+    import torch
+
+    with torch.no_grad():
+        values = readout_inserted(lm, check.prompts[0], list(range(len(rows))), None, check.where[0], tokens)
+    score = float(auroc(values.double().cpu().numpy(), test.labels[rows]))
+    info = {
+        "readout_auroc": score,
+        "min_readout_auroc": steering.min_readout_auroc,
+        "tolerance": budget.readout_tolerance,
+    }
+    if not score >= steering.min_readout_auroc:
+        why = f"the readout's AUROC against the labels is {score:.3f} on {len(rows)} test rows, below {steering.min_readout_auroc:g}"
+        return None, {**info, "applies": False, "reason": why}
+    test_sides = Sides.single(lm, [render(template, test.texts[i]) for i in attacked], max_length, room)
+    train_sides = Sides.single(lm, [render(template, t) for t in train_texts], max_length, room)
+    with torch.no_grad():
+        clean = readout_inserted(
+            lm, test_sides.prompts[0], list(range(len(attacked))), None, test_sides.where[0], tokens
+        )
+    behaviour = Behaviour(
+        tokens=tokens,
+        test=test_sides,
+        train=train_sides,
+        clean_test=clean.double().cpu().numpy(),
+        tolerance=budget.readout_tolerance,
+        weight=budget.readout_weight,
+        clean_train={},
+    )
+    return behaviour, {**info, "applies": True, "reason": ""}
 
 
 # --------------------------------------------------------------------------- the curve's numbers
@@ -255,32 +423,38 @@ def attack_curve(
     lm: LoadedModel,
     probe: Probe,
     *,
-    train: _Prompts,
-    test: _Prompts,
-    test_positives: Sequence[int],
+    train: Sides,
+    test: Sides,
+    train_rows: Sequence[int],
+    test_rows: Sequence[int],
     threshold: float,
-    budget: GradedBudget,
+    budget: GradedAttackSettings,
     seed: int,
     norm: float,
+    behaviour: Behaviour | None = None,
     report: Callable[[float, str], None] = lambda f, m: None,
 ) -> dict[str, Any]:
-    """One seed's curve: the vectors' start, the insertion's recall, then per radius the recall of
-    the best vectors within it (relative to the insertion's), the area and ε50."""
+    """One seed's curve on ``test_rows`` (optimised on batches of ``train_rows``): the vectors'
+    start, the insertion's recall, then per radius the recall of the best vectors within it
+    (relative to the insertion's), the area and ε50. With ``behaviour``, a positive counts as
+    caught too where its readout fell more than the tolerance below its clean value (the evasion
+    lost the behaviour), and the loss pays for that shortfall."""
     import torch
 
-    train_where, test_where = insert_at(train), insert_at(test)
-    train_rows = [i for i, q in enumerate(train_where) if q > 0]
-    rows = [i for i in test_positives if test_where[i] > 0]
-    if not train_rows or not rows:
-        raise EvaluatorError(
-            "attack: no positive prompt has room inside its content for the inserted vectors"
-        )
-    start = random_token_embeddings(lm, budget.tokens, seed)
+    start = start_vectors(lm, budget.tokens, seed)
     score = probe.torch_forward(lm.device)
     order = np.random.default_rng(seed)
+    layer, position = probe.layer, probe.metadata.position
 
     def recall(vectors: Any) -> float:
-        return float(np.mean(_scores(lm, probe, test, rows, vectors, test_where) > threshold))
+        caught = _scores(lm, probe, test, test_rows, vectors) > threshold
+        if behaviour is not None:
+            kept = (
+                behaviour.test_values(lm, test_rows, vectors)
+                >= behaviour.clean_test[test_rows] - behaviour.tolerance
+            )
+            caught = caught | ~kept
+        return float(np.mean(caught))
 
     inserted = recall(start)
     vectors, best = start.clone(), inserted
@@ -294,10 +468,16 @@ def attack_curve(
                 batch = order.choice(
                     train_rows, size=min(budget.batch, len(train_rows)), replace=False
                 ).tolist()
-                X = pooled_inserted(
-                    lm, train, batch, v, train_where, layer=probe.layer, position=probe.metadata.position
-                )
+                X = train.read(lm, batch, v, layer=layer, position=position)
                 loss = torch.nn.functional.softplus(score(X) - threshold).mean()
+                if behaviour is not None:  # the evasion must keep the behaviour: pay for the readout's fall
+                    floor = torch.as_tensor(
+                        behaviour.train_clean(lm, batch) - behaviour.tolerance, device=lm.device
+                    )
+                    r = readout_inserted(
+                        lm, behaviour.train.prompts[0], batch, v, behaviour.train.where[0], behaviour.tokens
+                    )
+                    loss = loss + behaviour.weight * torch.relu(floor.float() - r).mean()
                 optimiser.zero_grad()
                 loss.backward()
                 optimiser.step()
@@ -336,7 +516,6 @@ def attack_curve(
     return {
         "seed": seed,
         "recall_inserted": inserted,
-        "n_positives": len(rows),
         "area": curve_area(budget.radii, relative),
         "eps50": eps_to_half(budget.radii, relative),
         "curve": curve,
@@ -346,14 +525,33 @@ def attack_curve(
 # --------------------------------------------------------------------------- the command
 
 
-def graded_budget(registry: Registry) -> tuple[GradedBudget, str | None]:
-    """The current protocol's graded budget and its id; the draft budget and None when the protocol
-    has no ``attack_graded`` section (the result is then not a board number)."""
-    protocol = registry.protocol()
-    settings = getattr(protocol, "attack_graded", None)
-    if settings is None:
-        return DRAFT_BUDGET, None
-    return settings, protocol.id
+def graded_budget(registry: Registry, protocol_id: str | None = None) -> tuple[GradedAttackSettings, str]:
+    """The graded budget of a protocol (the current one by default) and its id; an EvaluatorError
+    when that protocol has none (p1 measured only the suffix attack)."""
+    protocol = registry.protocol(protocol_id)
+    if protocol.attack_graded is None:
+        raise EvaluatorError(
+            f"protocol {protocol.id} has no graded attack budget (its attack_graded section)"
+        )
+    return protocol.attack_graded, protocol.id
+
+
+def seeds_summary(per_seed: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The seeds' curves summed up: the mean relative recall per ε with its range, the mean area (the
+    Goodhart resistance) and its range, ε50 and the insertion's recall per seed."""
+    areas = [c["area"] for c in per_seed]
+    by_eps = [[c["curve"][j]["relative"] for c in per_seed] for j in range(len(per_seed[0]["curve"]))]
+    return {
+        # the per-ε curve over seeds: the mean relative recall and its range
+        "curve": [
+            {"eps": per_seed[0]["curve"][j]["eps"], "relative": float(np.mean(v)), "range": [min(v), max(v)]}
+            for j, v in enumerate(by_eps)
+        ],
+        "goodhart_resistance": float(np.mean(areas)),
+        "goodhart_resistance_range": [float(min(areas)), float(max(areas))],
+        "eps50": [c["eps50"] for c in per_seed],
+        "recall_inserted": [c["recall_inserted"] for c in per_seed],
+    }
 
 
 def attack_graded(
@@ -362,67 +560,112 @@ def attack_graded(
     task_id: str,
     registry: Registry,
     cache_dir: str | Path,
-    budget: GradedBudget | None = None,
+    budget: GradedAttackSettings | None = None,
     device: str | None = "cpu",
     lm: LoadedModel | None = None,
     progress: Callable[[float, str], None] | None = None,
 ) -> dict[str, Any]:
     """The graded attack on ``probe`` for one task of its category, one curve per seed: the result
-    ``python -m evaluator attack --graded`` prints. ``budget`` replaces the protocol's (the result
-    then names no protocol)."""
+    ``python -m evaluator attack --graded`` prints and a robustness run stores. ``budget`` replaces
+    the protocol's (the result then names no protocol)."""
     default, protocol_id = graded_budget(registry)
+    named: str | None = protocol_id
     if budget is not None and budget != default:
-        protocol_id = None
+        named = None
     budget = (budget or default).check()
-    clean = clean_setup(probe, task_id=task_id, registry=registry, cache_dir=cache_dir, device=device, lm=lm)
+    clean = clean_setup(
+        probe, task_id=task_id, registry=registry, cache_dir=cache_dir, device=device, lm=lm, refuse=None
+    )
     p, task, lm, train, test = clean.probe, clean.task, clean.lm, clean.train, clean.test
     report = progress or (lambda fraction, message: None)
     started = time.perf_counter()
-    test_clean, threshold = clean.test_scores, clean.threshold
-    positives = [i for i, y in enumerate(test.labels) if y == 1]
-    train_positives = [t for t, y in zip(train.texts, train.labels, strict=True) if y == 1]
-    if not positives or not train_positives:
+    threshold = clean.threshold
+    input_kind = p.metadata.input
+    subset = attacked_positives(task_id, test.ids, test.labels, budget.max_positives)
+    train_texts = [t for t, y in zip(train.texts, train.labels, strict=True) if y == 1]
+    if not subset or not train_texts:
         raise EvaluatorError(f"task {task_id}: the attack needs positive rows in train and test")
-    recall_clean = recall_at_fpr(test_clean, test.labels, threshold)
-    train_enc = _encode(lm, render_prompts(task, train_positives, "single"), clean.max_length, budget.tokens)
-    test_enc = _encode(lm, render_prompts(task, test.texts, "single"), clean.max_length, budget.tokens)
-    norm = embedding_norm(lm)
-    seeds = []
-    for s, seed in enumerate(budget.seeds):
-
-        def seed_report(fraction: float, message: str, lo: float = s / len(budget.seeds)) -> None:
-            report(lo + fraction / len(budget.seeds), message)
-
-        seeds.append(
-            attack_curve(
-                lm,
-                p,
-                train=train_enc,
-                test=test_enc,
-                test_positives=positives,
-                threshold=threshold,
-                budget=budget,
-                seed=seed,
-                norm=norm,
-                report=seed_report,
-            )
-        )
-    areas = [c["area"] for c in seeds]
-    eps50 = [c["eps50"] for c in seeds]
-    return {
+    test_sides = Sides.encode(
+        lm, task, [test.texts[i] for i in subset], input_kind, clean.max_length, budget.tokens
+    )
+    train_sides = Sides.encode(lm, task, train_texts, input_kind, clean.max_length, budget.tokens)
+    test_rows = test_sides.with_room(range(len(subset)))
+    train_rows = train_sides.with_room(range(len(train_texts)))
+    caught = int(np.sum(clean.test_scores[[subset[i] for i in test_rows]] > threshold)) if test_rows else 0
+    out: dict[str, Any] = {
         "probe": p.metadata.name,
         "base_model": p.base_model,
         "task": task_id,
-        "protocol": protocol_id,
-        "budget": asdict(budget),
-        "embedding_norm": norm,
+        "input": input_kind,
+        "protocol": named,
+        "budget": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(budget).items()},
         "threshold": float(threshold),
-        "recall_clean": float(recall_clean),
-        "recall_inserted": [c["recall_inserted"] for c in seeds],
-        "goodhart_resistance": float(np.mean(areas)),
-        "goodhart_resistance_range": [float(min(areas)), float(max(areas))],
-        "eps50": eps50,
-        "seeds": seeds,
-        "n_positives": len(positives),
+        "recall_clean": float(recall_at_fpr(clean.test_scores, test.labels, threshold)),
+        "n_positives": len(test_rows),
+        "caught_clean": caught,
+        "ids": [test.ids[subset[i]] for i in test_rows],
+    }
+    if not train_rows or not test_rows:
+        why = "no positive prompt has room inside its content for the inserted vectors"
+    elif caught < budget.min_caught:
+        why = (
+            f"the clean threshold catches {caught} of the {len(test_rows)} attacked test positives,"
+            f" fewer than {budget.min_caught}: nothing to grade"
+        )
+    else:
+        why = ""
+    if why:
+        return {**out, "not_attacked": why, "goodhart_resistance": None, "seeds": [], "seconds": 0.0}
+    norm = embedding_norm(lm)
+    behaviour, readout = behaviour_setup(
+        lm,
+        task,
+        registry=registry,
+        test=test,
+        attacked=subset,
+        train_texts=train_texts,
+        budget=budget,
+        max_length=clean.max_length,
+    )
+    if behaviour is not None:  # the readout prompts must take the vectors too
+        test_rows = behaviour.test.with_room(test_rows)
+        train_rows = behaviour.train.with_room(train_rows)
+        out.update(n_positives=len(test_rows), ids=[test.ids[subset[i]] for i in test_rows])
+    runs = [(None, "")] + ([(behaviour, "kept ")] if behaviour is not None else [])
+    curves: dict[str, list[dict[str, Any]]] = {}
+    for r, (keep, label) in enumerate(runs):
+        curves[label] = []
+        for s, seed in enumerate(budget.seeds):
+            part = (r * len(budget.seeds) + s) / (len(runs) * len(budget.seeds))
+
+            def seed_report(fraction: float, message: str, lo: float = part, label: str = label) -> None:
+                report(lo + fraction / (len(runs) * len(budget.seeds)), label + message)
+
+            curves[label].append(
+                attack_curve(
+                    lm,
+                    p,
+                    train=train_sides,
+                    test=test_sides,
+                    train_rows=train_rows,
+                    test_rows=test_rows,
+                    threshold=threshold,
+                    budget=budget,
+                    seed=seed,
+                    norm=norm,
+                    behaviour=keep,
+                    report=seed_report,
+                )
+            )
+    kept: dict[str, Any] = {"readout": readout}
+    if behaviour is not None:
+        kept.update(seeds_summary(curves["kept "]), seeds=curves["kept "])
+    return {
+        **out,
+        "not_attacked": None,
+        "embedding_norm": norm,
+        **seeds_summary(curves[""]),
+        "seeds": curves[""],
+        "behaviour_kept": kept,
         "seconds": round(time.perf_counter() - started, 3),
     }

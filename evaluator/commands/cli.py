@@ -367,8 +367,8 @@ def _attack_args(p: argparse.ArgumentParser) -> None:
 
 
 def run_attack_graded(args: argparse.Namespace) -> dict:
-    """The graded attack (evaluator/axes/attack_graded.py) under the protocol's budget, or the
-    draft budget where the protocol has none; --steps and --seed change it (no protocol then)."""
+    """The graded attack (evaluator/axes/attack_graded.py) under the current protocol's budget;
+    --steps and --seed change it (the result then names no protocol)."""
     if args.suffix_in is not None or args.suffix_out is not None:
         raise EvaluatorError(
             "--graded inserts vectors inside the content: it takes no --suffix-in or --suffix-out"
@@ -434,12 +434,18 @@ def attack_summary(result: object) -> str:
 
 
 def graded_summary(result: dict) -> str:
+    head = (
+        f"{result['probe']} on {result['task']}: threshold {result['threshold']:.4g} (1% FPR on clean train"
+        f" negatives); {result['protocol'] or 'a changed budget, no protocol'}"
+    )
+    if result.get("not_attacked"):
+        return f"{head}\nnot attacked: {result['not_attacked']}\n"
     lo, hi = result["goodhart_resistance_range"]
     lines = [
-        f"{result['probe']} on {result['task']}: threshold {result['threshold']:.4g} (1% FPR on clean train negatives);"
-        f" {result['protocol'] or 'draft budget, no protocol'}",
-        f"recall of {result['n_positives']} test positives: clean {result['recall_clean']:.3f},"
-        " with the unoptimised vectors inserted " + ", ".join(f"{r:.3f}" for r in result["recall_inserted"]),
+        head,
+        f"recall of {result['n_positives']} test positives (of the attacked subset): clean"
+        f" {result['caught_clean'] / result['n_positives']:.3f}, with the unoptimised vectors inserted "
+        + ", ".join(f"{r:.3f}" for r in result["recall_inserted"]),
         f"goodhart resistance (area under the relative recall over log ε) {result['goodhart_resistance']:.3f}"
         f" [{lo:.3f}, {hi:.3f}] over {len(result['seeds'])} seed(s)",
     ]

@@ -439,9 +439,10 @@ METRICS: tuple[Metric, ...] = (
         "stress_auroc",
         "Stress AUROC",
         "AUROC on the task's stress split (64 test rows, 32 per class, each rewritten in form with its label"
-        " kept: chat markup, JSON, code comment, capitals, typos, a casual or formal frame, dilution in"
-        " filler; and hard negatives, negative rows with a keyword line naming the task's own words for"
-        " its concept, read against the clean positives) under the transform that hurts it most, mean over"
+        " kept: chat markup, JSON, code comment, capitals, dilution in filler, and typos, a paraphrase and"
+        " a casual and a formal register rewritten inside the content; and hard negatives where the task"
+        " keeps them, negative rows with a keyword line naming the task's own words for its concept, read"
+        " against the clean positives) under the transform that hurts it most, mean over"
         " the tasks that have a stress split (not in the ProbeScore; the probe page shows every transform)",
         0.0,
         1.0,
@@ -490,22 +491,27 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         "goodhart_resistance",
         "Goodhart resistance",
-        "recall of the test positives under the protocol's soft-suffix attack (16 free input embeddings"
-        " optimised against the frozen probe) relative to the clean recall, both at the threshold fixed"
-        " at 1% FPR on the clean train negatives, clipped to [0, 1], mean over tasks (the goodhart"
-        " component from weights spec v0.0.2; per task under measurements.robustness)",
+        "under protocol p2 on: the graded attack's normalised area under the curve of the attacked test"
+        " positives' recall (relative to their recall with 16 unoptimised vectors inserted inside the"
+        " content) over a log grid of radii from 0.01 to 0.5 token-embedding norms, at the threshold"
+        " fixed at 1% FPR on the clean train negatives, mean over seeds and tasks; under p1: the recall"
+        " under the appended soft suffix relative to the clean recall (measurements.goodhart_method says"
+        " which; the goodhart component from weights spec v0.0.2; per task under measurements.robustness)",
         0.0,
         1.0,
         True,
         per_task=False,
         exported=True,
         component="goodhart",
+        version=2,
     ),
     Metric(
         "attack_recall",
         "Recall under attack",
-        "recall of the test positives under the protocol's soft-suffix attack at the clean 1%-FPR"
-        " threshold, mean over tasks (not in the ProbeScore; per task under measurements.robustness)",
+        "recall of the test positives under the protocol's soft-suffix attack (16 free vectors appended"
+        " after the prompt, where a last-token probe reads) at the clean 1%-FPR threshold, mean over tasks"
+        " (not in the ProbeScore from protocol p2; a single-prompt probe on a decoder only; per task under"
+        " measurements.robustness)",
         0.0,
         1.0,
         True,

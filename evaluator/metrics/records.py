@@ -398,14 +398,30 @@ class RobustnessRecord(SubRecord):
     """The robustness axis (evaluator.axes.attack.robustness_summary)."""
 
     goodhart_resistance: float | None = describe(
-        "mean over tasks of the Goodhart resistance (None: none measured, or a task pending)"
+        "mean over tasks of the Goodhart resistance (None: none measured, or a task pending): the graded"
+        " attack's area under the relative-recall curve where goodhart_method is graded, the suffix"
+        " attack's recall ratio where it is suffix (protocol p1)"
     )
-    attack_recall: float | None = describe("mean over tasks of the recall at 1% FPR under the attack")
+    goodhart_resistance_range: list[float] | None = describe(
+        "the graded attack's lowest and highest area over seeds, each a mean over tasks (None: not graded)",
+        default=None,
+    )
+    goodhart_method: str | None = describe(
+        "graded: the Goodhart resistance is the graded attack's area (p2 on); suffix: the soft-suffix"
+        " attack's recall ratio (p1); None: no task measured",
+        default=None,
+    )
+    attack_recall: float | None = describe(
+        "mean over tasks of the recall at 1% FPR under the soft-suffix attack", default=None
+    )
     transfer_attack_recall: float | None = describe(
-        "mean over tasks of the recall under the category reference's suffix"
+        "mean over tasks of the recall under the category reference's suffix", default=None
     )
     tasks: dict[str, dict[str, Any]] = describe(
-        "task → the attack's facts: recalls, steps, curve, transfer", key="robustness", default_factory=dict
+        "task → the attack's facts: recalls, steps, curve, transfer; the graded attack's area, range,"
+        " eps50 and curves",
+        key="robustness",
+        default_factory=dict,
     )
 
 

@@ -3,8 +3,12 @@
     ProbeScore = w_auroc·AUROC + w_ea·AUROC_ea + w_ds·AUROC_ds + w_ece·(1 − 2·ECE)
                + w_ce·ρ_CE + w_lat·(1 − log10(ms)/4) + w_lic·L + w_gh·G
 
-G, the Goodhart resistance, is the recall of the test positives under the protocol's attack relative
-to the clean recall (evaluator.axes.attack); a spec older than v0.0.2 gives it weight 0.
+G, the Goodhart resistance, is measured by the robustness runs: under protocol p2 the area under the
+graded attack's relative-recall curve (evaluator.axes.attack_graded), under p1 the recall under the
+soft-suffix attack relative to the clean recall (evaluator.axes.attack); a spec older than v0.0.2
+gives it weight 0. An unmeasured G gets the spec's default, or under a spec whose
+``imputation_rules`` say ``category_lowest`` (v0.0.3 on) the lowest G measured in the probe's
+category (``goodhart_floor``), flagged: never a midpoint.
 
 Weights and imputation factors come only from a weights spec (registry/weights/*.yaml); nothing
 here hard-codes them. Missing measurements are imputed conservatively and flagged (norm 3).
@@ -71,6 +75,11 @@ class Measurements:
     goodhart: float | None = None
     #: why it was not measured (shown as the imputed component's note)
     goodhart_note: str = ""
+    #: the lowest Goodhart resistance measured on another probe of the category (graded, under the
+    #: current protocol), and whose it is; None: none is measured. Read only by a spec whose
+    #: imputation rule for goodhart is ``category_lowest``, and only when ``goodhart`` is None.
+    goodhart_floor: float | None = None
+    goodhart_floor_source: str = ""
     #: set when auroc_ds is a mean over tasks of which some had no distshift split and were
     #: imputed per task; the component is then flagged imputed with this note
     auroc_ds_partial_note: str = ""
@@ -93,17 +102,28 @@ class Measurements:
             "auroc_ds_partial_note",
             "goodhart",
             "goodhart_note",
+            "goodhart_floor",
+            "goodhart_floor_source",
         }
         unknown = sorted(set(data) - known)
         if unknown:
             raise EvaluatorError(
                 f"components: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(known))}"
             )
-        for key in ("auroc", "auroc_ea", "auroc_ds", "ece", "rho_ce", "latency_ms", "goodhart"):
+        for key in (
+            "auroc",
+            "auroc_ea",
+            "auroc_ds",
+            "ece",
+            "rho_ce",
+            "latency_ms",
+            "goodhart",
+            "goodhart_floor",
+        ):
             v = data.get(key)
             if v is not None and (not isinstance(v, (int, float)) or not math.isfinite(v)):
                 raise EvaluatorError(f"components: {key} must be a finite number or null, got {v!r}")
-        for key in ("auroc", "auroc_ea", "auroc_ds", "goodhart"):
+        for key in ("auroc", "auroc_ea", "auroc_ds", "goodhart", "goodhart_floor"):
             v = data.get(key)
             if v is not None and not 0.0 <= v <= 1.0:
                 raise EvaluatorError(f"components: {key} must lie in [0, 1], got {v}")
@@ -148,7 +168,13 @@ def probe_score(m: Measurements, *, spec: WeightsSpec, licenses: dict[str, Licen
         # a spec older than the component leaves it out (weight 0): the value is shown, never counted
         default = imp.get("goodhart", 0.5)
         why = m.goodhart_note or "not measured"
-        values["goodhart"] = (default, True, None, f"default {default} ({why})")
+        if spec.imputation_rules.get("goodhart") == "category_lowest" and m.goodhart_floor is not None:
+            floor = _clamp(m.goodhart_floor, 0.0, 1.0)
+            source = f" ({m.goodhart_floor_source})" if m.goodhart_floor_source else ""
+            note = f"the category's lowest measured, {floor:.3g}{source} ({why})"
+            values["goodhart"] = (floor, True, None, note)
+        else:
+            values["goodhart"] = (default, True, None, f"default {default} ({why})")
 
     components = {}
     for name in COMPONENTS:

@@ -48,6 +48,9 @@ class WeightsSpec(models.Model):
     description = models.TextField(blank=True)
     weights = models.JSONField(help_text="component → weight; sums to 1.0, none above 0.30")
     imputation = models.JSONField(help_text="component → imputation factor / default")
+    imputation_rules = models.JSONField(
+        default=dict, blank=True, help_text="component → imputation rule (category_lowest); else the default"
+    )
     sha256 = models.CharField(max_length=64)
 
     class Meta:

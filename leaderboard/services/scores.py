@@ -33,7 +33,7 @@ from evaluator.metrics.measure import (
     declared_gaps,
     task_metrics,
 )
-from evaluator.metrics.records import ScoreRecord, TaskRecord, aggregate_stored
+from evaluator.metrics.records import ScoreRecord, TaskRecord, aggregate_stored, measurements_from_stored
 from evaluator.metrics.scoring import probe_score
 from leaderboard.axes import AXES
 from leaderboard.axes.base import AxisRuns, Summary
@@ -77,7 +77,15 @@ def version_runs_current(version: ProbeVersion, *, active: set[str] | None = Non
 
 
 def _spec_data(row: WeightsSpec) -> SpecData:
-    return SpecData(row.version, row.released, row.description, row.weights, row.imputation, row.sha256)
+    return SpecData(
+        row.version,
+        row.released,
+        row.description,
+        row.weights,
+        row.imputation,
+        row.sha256,
+        imputation_rules=dict(row.imputation_rules or {}),
+    )
 
 
 def _licenses() -> dict[str, LicenseSpec]:
@@ -281,13 +289,80 @@ def _measured_under(score_runs: list[EvaluationRun]) -> tuple[str, dict[str, Any
     return protocol, environment
 
 
+def goodhart_floor(category_id: str, *, exclude_probe_id: int | None = None) -> tuple[float | None, str]:
+    """The lowest graded Goodhart resistance measured on the latest scored version of a probe of
+    ``category_id`` (other than ``exclude_probe_id``), read from its Scores' measurements, and whose
+    it is ("slug vN"); (None, "") when the category has none measured."""
+    rows = Score.objects.filter(
+        probe_version__in=ProbeVersion.objects.latest_per_probe(),
+        probe_version__probe__category_id=category_id,
+    ).select_related("probe_version__probe")
+    if exclude_probe_id is not None:
+        rows = rows.exclude(probe_version__probe_id=exclude_probe_id)
+    measured: dict[int, tuple[float, str]] = {}
+    for row in rows:
+        m = row.measurements or {}
+        value = m.get("goodhart_resistance")
+        if m.get("goodhart_method") == "graded" and value is not None:
+            v = row.probe_version
+            measured[v.pk] = (float(value), f"{v.probe.slug} v{v.number}")
+    if not measured:
+        return None, ""
+    return min(measured.values())
+
+
+def _with_floor(version: ProbeVersion, measurements: Any) -> Any:
+    """``measurements`` with the category's goodhart floor where its own resistance is not measured."""
+    if measurements.goodhart is not None:
+        return measurements
+    floor, source = goodhart_floor(version.probe.category_id, exclude_probe_id=version.probe_id)
+    return replace(measurements, goodhart_floor=floor, goodhart_floor_source=source)
+
+
+def goodhart_floor_refresh(category_id: str) -> int:
+    """Rescore, from their stored measurements (no run is read), the goodhart component of every
+    latest version in the category whose resistance is imputed from the category's floor, under
+    each spec with that rule, where the floor has moved. Returns how many Score rows changed."""
+    licenses = _licenses()
+    changed = 0
+    for spec_row in WeightsSpec.objects.all():
+        spec = _spec_data(spec_row)
+        if spec.imputation_rules.get("goodhart") != "category_lowest":
+            continue
+        rows = Score.objects.filter(
+            spec=spec_row,
+            probe_version__in=ProbeVersion.objects.latest_per_probe(),
+            probe_version__probe__category_id=category_id,
+        ).select_related("probe_version__probe")
+        for row in rows:
+            if (row.measurements or {}).get("goodhart_resistance") is not None:
+                continue
+            version = row.probe_version
+            stored = measurements_from_stored(row.measurements, license_id=version.license_id)
+            measurements = _with_floor(version, stored)
+            data = probe_score(measurements, spec=spec, licenses=licenses).to_dict()
+            if data["components"] == row.components and data["total"] == row.total:
+                continue
+            row.total, row.measured_total, row.components = (
+                data["total"],
+                data["measured_total"],
+                data["components"],
+            )
+            row.save(update_fields=["total", "measured_total", "components"])
+            changed += 1
+    return changed
+
+
 def scores_write(*, version: ProbeVersion, computed: dict[str, Any]) -> list[Score]:
-    """Write (or replace) the Score of ``version`` under every weights spec; once committed, the
-    rank intervals of its category's boards are recomputed (services.rank_intervals, by task)."""
+    """Write (or replace) the Score of ``version`` under every weights spec (an unmeasured Goodhart
+    resistance imputed from the category's floor where a spec says so; a measured one that moves
+    the floor re-imputes the category's unmeasured entries); once committed, the rank intervals of
+    its category's boards are recomputed (services.rank_intervals, by task)."""
     licenses = _licenses()
     rows = []
+    measurements = _with_floor(version, computed["measurements"])
     for spec_row in WeightsSpec.objects.all():
-        score = probe_score(computed["measurements"], spec=_spec_data(spec_row), licenses=licenses)
+        score = probe_score(measurements, spec=_spec_data(spec_row), licenses=licenses)
         data = score.to_dict()
         record = ScoreRecord(
             total=data["total"],
@@ -305,6 +380,8 @@ def scores_write(*, version: ProbeVersion, computed: dict[str, Any]) -> list[Sco
         )
         rows.append(row)
     category_id = version.probe.category_id
+    if measurements.goodhart is not None:
+        goodhart_floor_refresh(category_id)
     # robust: a failed publish is logged; the reconciler recomputes stale boards anyway
     transaction.on_commit(lambda: task_delay(RANK_INTERVALS_REFRESH_TASK, category_id), robust=True)
     return rows

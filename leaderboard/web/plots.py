@@ -8,6 +8,7 @@ is XML-escaped here, so the returned markup is safe to embed as it is.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from xml.sax.saxutils import escape
@@ -375,5 +376,40 @@ def attack_svg(curves: dict[str, Sequence[dict]], *, title: str = "Recall under 
         "suffix).",
         x=Axis("Adam steps on the suffix", 0.0, last, ticks),
         y=Axis("Recall of the test positives", 0.0, 1.0, _unit_ticks()),
+        series=series,
+    )
+
+
+def graded_svg(
+    curves: dict[str, Sequence[Sequence[float]]], *, title: str = "The graded attack"
+) -> SafeString:
+    """Recall of the test positives relative to the recall with the unoptimised vectors inserted,
+    against the radius ε (log scale), one line per task and seed: ``curves`` maps "task · seed s"
+    to its (ε, relative recall) points. The area under a line is that seed's Goodhart resistance."""
+    radii = sorted({float(p[0]) for points in curves.values() for p in points}) or [0.01, 1.0]
+    lo, hi = math.log10(radii[0]), math.log10(radii[-1])
+    series = [
+        Series(
+            label=label,
+            points=[(math.log10(float(eps)), float(rel)) for eps, rel in points],
+            markers=True,
+            notes=[f"{label}: ε {float(eps):g}, relative recall {float(rel):.3f}" for eps, rel in points],
+        )
+        for label, points in curves.items()
+    ]
+    ticks = [math.log10(r) for r in radii]
+    return line_chart(
+        title=title,
+        description="Recall of the probe's test positives at its clean 1%-FPR threshold, relative to the "
+        "recall with the unoptimised vectors inserted, against the radius ε of the ball each inserted "
+        "vector is held in (in token-embedding norms, log scale), per task and seed.",
+        x=Axis(
+            "ε, radius in token-embedding norms (log scale)",
+            lo,
+            hi if hi > lo else lo + 1,
+            ticks,
+            [f"{r:g}" for r in radii],
+        ),
+        y=Axis("Recall relative to the insertion's", 0.0, 1.0, _unit_ticks()),
         series=series,
     )

@@ -241,10 +241,22 @@ def _steer_charts(measurements: AggregateRecord) -> dict:
 
 
 def _attack_chart(measurements: AggregateRecord):
-    """The robustness section's plot: recall under attack against the steps, per task."""
+    """The robustness section's plot of the soft-suffix attack: recall against the steps, per task."""
     robustness = measurements.robustness.tasks if measurements.robustness else {}
     curves = {t: r["curve"] for t, r in sorted(robustness.items()) if r.get("curve")}
     return plots.attack_svg(curves) if curves else None
+
+
+def _graded_chart(measurements: AggregateRecord):
+    """The robustness section's plot of the graded attack: relative recall against ε, per task and seed."""
+    robustness = measurements.robustness.tasks if measurements.robustness else {}
+    curves = {
+        f"{task} · seed {c['seed']}": c["points"]
+        for task, r in sorted(robustness.items())
+        for c in r.get("curves") or []
+        if c.get("points")
+    }
+    return plots.graded_svg(curves) if curves else None
 
 
 @public_cache
@@ -264,6 +276,7 @@ def probe(request, slug):
         "history": plots.history_svg(history) if history else None,
         **_steer_charts(measurements),
         "attack": _attack_chart(measurements),
+        "graded": _graded_chart(measurements),
     }
     components = (
         [

@@ -347,7 +347,7 @@ def test_the_cli_trains_and_evaluates_with_json_on_stdout(tiny_root, cache_dir, 
     assert evaluated.returncode == 0, evaluated.stderr
     out = json.loads(evaluated.stdout)
     # the newest weights spec by default
-    assert out["probe_score"]["spec"] == "v0.0.2" and out["aggregate"]["auroc"] > 0.8
+    assert out["probe_score"]["spec"] == "v0.0.3" and out["aggregate"]["auroc"] > 0.8
     jsonschema.validate(out, records.schema("evaluation"))  # the committed schema of this output
     assert out["reproduction"]["reproduced"] is True
 

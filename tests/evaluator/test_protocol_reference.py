@@ -1,4 +1,4 @@
-"""Every reference probe is "reproduced" under protocol p1.
+"""Every reference probe is "reproduced" under the current protocol.
 
 Fast: the committed sidecars (reference.json, written by ``python -m evaluator reference-probes``
 in float32) record every probe as reproduced, in float32. Slow (``-m slow``): the reproduction
@@ -46,5 +46,5 @@ def test_every_reference_probe_is_reproduced_under_the_protocol(real_registry):
             lm=lm,
             protocol=protocol,
         )
-        assert result.protocol == "p1", entry.slug
+        assert result.protocol == protocol.id, entry.slug
         assert result.reproduced, (entry.slug, result.to_dict())

@@ -27,10 +27,18 @@ P1 = PROJECT_ROOT / "registry" / "protocols" / "p1.yaml"
 
 @pytest.fixture(scope="module")
 def p1():
-    return load_registry(PROJECT_ROOT).protocol()
+    return load_protocol(P1)
 
 
-def test_the_current_protocol_is_p1_float32_without_tf32(p1):
+def test_the_current_protocol_is_p2_with_p1s_numerics(p1):
+    """p2 adds the graded attack; every clean number is measured as under p1."""
+    current = load_registry(PROJECT_ROOT).protocol()
+    assert current.id == "p2" and current.attack_graded is not None
+    assert (current.dtype, current.tolerances, current.seeds) == (p1.dtype, p1.tolerances, p1.seeds)
+    assert HarvestConfig.from_protocol(current) == HarvestConfig.from_protocol(p1)
+
+
+def test_p1_is_float32_without_tf32(p1):
     assert p1.id == "p1"
     assert (p1.dtype, p1.tf32, p1.float32_matmul_precision) == ("float32", False, "highest")
     assert set(p1.devices) == {"cpu", "cuda"}
@@ -52,7 +60,7 @@ def test_the_protocol_states_the_seeds_and_harvest_settings_the_code_uses(p1):
 
 
 def test_a_small_registry_without_protocols_uses_the_projects(tiny_registry):
-    assert tiny_registry.protocol().sha256 == load_protocol(P1).sha256
+    assert tiny_registry.protocol().sha256 == load_protocol(P1.with_name("p2.yaml")).sha256
 
 
 @pytest.mark.parametrize(

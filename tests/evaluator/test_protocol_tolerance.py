@@ -146,7 +146,9 @@ def _contract(root: Path, cache: Path, artifact: Path, tmp_path: Path) -> dict[s
 
     tolerances = load_registry(root).protocol().tolerances
     results = {"base": measure(root, cache, artifact, batch_size=32, dtype="float32")}
-    assert results["base"]["protocol"] == "p1" and not results["base"]["cache_hit"]
+    assert (
+        results["base"]["protocol"] == load_registry(root).protocol().id and not results["base"]["cache_hit"]
+    )
     assert results["base"]["reproduced"], "the re-fit of the same recipe on the same rows reproduces"
 
     results["warm"] = measure(root, cache, artifact, batch_size=32, dtype="float32")

@@ -121,18 +121,18 @@ def test_the_cli_with_its_defaults_gives_every_number_the_board_stores(
     )
     submission = Submission.objects.get(pk=sub_id)
     assert submission.status == "scored", submission.failure_reason
-    score = Score.objects.get(probe_version__submission__pk=sub_id, spec_id="v0.0.2")
+    score = Score.objects.get(probe_version__submission__pk=sub_id, spec_id="v0.0.3")
 
     cli = cli_evaluate(board_root, trained["truth"])
 
     # the same protocol, reference probe, spec and tasks, by default
-    assert cli["protocol"] == "p1" and cli["model"]["dtype"] == "float32"
+    assert cli["protocol"] == "p2" and cli["model"]["dtype"] == "float32"
     assert cli["reference_probe"] == str(board_root / "registry" / "reference_probes" / "ea-smollm2")
-    assert cli["config"]["spec"] == "v0.0.2"
+    assert cli["config"]["spec"] == "v0.0.3"
     assert sorted(cli["tasks"]) == sorted(score.per_task)
-    assert score.protocol == "p1" and score.environment["protocol"] == "p1"
+    assert score.protocol == "p2" and score.environment["protocol"] == "p2"
     runs = EvaluationRun.objects.filter(submission_id=sub_id)
-    assert {r.protocol for r in runs} == {"p1"}
+    assert {r.protocol for r in runs} == {"p2"}
     assert {r.environment["dtype"] for r in runs} == {"float32"}
     assert {r.environment["device"] for r in runs} == {"cpu"}
 
@@ -163,7 +163,7 @@ def test_the_cli_with_its_defaults_gives_every_number_the_board_stores(
     measured = Measurements(
         **local, latency_ms=board["latency_ms"], license=cli["probe"]["license"], goodhart_note="not measured"
     )
-    total = probe_score(measured, spec=reg.spec("v0.0.2"), licenses=reg.licenses).total
+    total = probe_score(measured, spec=reg.spec("v0.0.3"), licenses=reg.licenses).total
     assert total == pytest.approx(score.total, abs=1e-9)
     assert cli["probe_score"]["total"] == pytest.approx(score.total, abs=0.02)  # latency alone
     assert cli["reproduction"]["reproduced"] is True
@@ -174,7 +174,7 @@ def test_the_cli_with_its_defaults_gives_every_number_the_board_stores(
     from django.test import Client
 
     page = Client().get(f"/probes/{version.probe.slug}/").content.decode()
-    assert "measured under" in page and ">p1</a> on cpu (" in page and " · float32 · torch " in page
+    assert "measured under" in page and ">p2</a> on cpu (" in page and " · float32 · torch " in page
     assert reg.protocol().tolerances.reproduction_criterion in page
     assert "(information, not judged)" in page
 
@@ -196,7 +196,7 @@ def test_the_worker_measures_in_float32_where_auto_would_pick_bf16(settings, mon
     runner._models.clear()
     try:
         lm = runner.loaded_model(SOURCE)
-        assert lm.dtype_name == "float32" and lm.protocol_id == "p1"
+        assert lm.dtype_name == "float32" and lm.protocol_id == "p2"
         assert runner.harvest_config().max_length == runner.protocol().max_length == 512
     finally:
         runner._models.clear()

@@ -155,7 +155,7 @@ def test_a_submission_followed_until_scored_is_reproduced_and_a_tampered_score_i
     out = json.loads(submitted.stdout)
     sub = Submission.objects.select_related("probe_version__probe").get(pk=out["id"])
     assert out["status"] == sub.status == "scored"
-    score = Score.objects.get(probe_version=sub.probe_version, spec_id="v0.0.2")
+    score = Score.objects.get(probe_version=sub.probe_version, spec_id="v0.0.3")
     row = out["board_row"]
     assert row["probe"] == out["probe"] == sub.probe_version.probe.slug
     assert row["version"] == out["version"] == 1
@@ -185,7 +185,7 @@ def test_a_submission_followed_until_scored_is_reproduced_and_a_tampered_score_i
     auroc_ea = next(c for c in report["comparisons"] if c["metric"] == "auroc_ea")
     assert auroc_ea["board"] is not None  # measured with the server's reference probe
     assert report["ea_reference"]["probe"] == ref.probe_version.probe.slug
-    assert report["protocol"] == score.protocol == "p1"
+    assert report["protocol"] == score.protocol == "p2"
     assert report["tolerances"]["auroc"] == 0.002 and report["tolerances"]["ece"] == 0.005
 
     # a registry whose test rows are not the server's is refused before anything is measured

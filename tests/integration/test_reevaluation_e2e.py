@@ -307,7 +307,7 @@ def test_a_new_reference_version_recomputes_auroc_ea_from_stored_scores_without_
             [worker],
         ).probe_version
         truth = scored(submit_dir(researcher, trained["truth"]), [worker]).probe_version
-        before = Score.objects.get(probe_version=truth, spec_id="v0.0.2")
+        before = Score.objects.get(probe_version=truth, spec_id="v0.0.3")
         assert not before.components["auroc_ea"]["imputed"]
         truth_runs = sorted(
             Run.objects.filter(probe_version=truth).values_list("pk", "attempts", "finished_at")
@@ -354,7 +354,7 @@ def test_a_new_reference_version_recomputes_auroc_ea_from_stored_scores_without_
     )
     assert entry["probe"] == truth.probe.slug and entry["auroc_ea_before"] == before.measurements["auroc_ea"]
     assert entry["auroc_ea_after"] == pytest.approx(expected, abs=1e-9)
-    after = Score.objects.get(probe_version=truth, spec_id="v0.0.2")
+    after = Score.objects.get(probe_version=truth, spec_id="v0.0.3")
     assert after.measurements["auroc_ea"] == pytest.approx(expected, abs=1e-9)
     assert entry["total_after"] == pytest.approx(after.total) and entry["total_before"] == pytest.approx(
         before.total

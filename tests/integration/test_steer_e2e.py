@@ -40,7 +40,7 @@ def test_a_new_submission_gets_its_steer_run_and_the_column_shows_a_number(
     ).failure_reason
     [run] = steer_runs
     assert run.status == EvaluationRun.Status.SUCCEEDED, run.error
-    assert run.protocol == "p1" and run.worker_host
+    assert run.protocol == "p2" and run.worker_host
     result = run.metrics["steer"]
     assert result["readout"]["n"] == 32 and 0.0 <= result["readout_auroc"] <= 1.0
 

@@ -32,7 +32,7 @@ def test_a_new_submission_gets_its_stress_runs_and_the_column_shows_a_number(
     ).failure_reason
     for run in stress_runs:
         assert run.status == EvaluationRun.Status.SUCCEEDED, run.error
-        assert run.split in ("stress", "stress_content_end") and run.protocol == "p1" and run.example_scores
+        assert run.split in ("stress", "stress_content_end") and run.protocol == "p2" and run.example_scores
         assert all("~" in e["id"] for e in run.example_scores)
     assert {r.split for r in stress_runs} == {"stress", "stress_content_end"}
 

@@ -61,12 +61,12 @@ def test_the_route_is_under_v1():
 def test_rows_carry_every_component_badges_and_intervals(client, board):
     data = rows(client, category="hallucination")
     # the newest weights spec is the board's default
-    assert data["spec"] == "v0.0.2" and data["category"] == "hallucination" and data["count"] == 3
+    assert data["spec"] == "v0.0.3" and data["category"] == "hallucination" and data["count"] == 3
     assert data["weights"]["auroc"] == 0.25
     assert [r["probe"] for r in data["results"]] == ["strong", "middle", "weak"]
     first = data["results"][0]
     assert first["rank"] == 1 and first["version"] == 1 and first["url"] == "/probes/strong/"
-    score = board["strong"].scores.get(spec="v0.0.2")
+    score = board["strong"].scores.get(spec="v0.0.3")
     assert first["total"] == pytest.approx(score.total)
     assert set(first["components"]) == set(COMPONENTS)
     for name in COMPONENTS:

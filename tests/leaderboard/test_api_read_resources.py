@@ -78,8 +78,8 @@ def test_specs(client, data):
 
 def test_probe_detail_with_per_task_results(client, data):
     body = get(client, "probe", "halu")
-    assert body["slug"] == "halu" and body["spec"] == "v0.0.2" and body["versions"] == [1]
-    assert body["score"]["total"] == pytest.approx(data["version"].scores.get(spec="v0.0.2").total)
+    assert body["slug"] == "halu" and body["spec"] == "v0.0.3" and body["versions"] == [1]
+    assert body["score"]["total"] == pytest.approx(data["version"].scores.get(spec="v0.0.3").total)
     assert set(body["score"]["components"]) >= {"auroc", "license"}
     tasks = {t["task"]: t for t in body["tasks"]}
     assert set(tasks) == {t.slug for t in data["tasks"]}

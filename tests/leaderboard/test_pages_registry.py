@@ -120,10 +120,10 @@ def test_the_methodology_page_states_the_protocol_file_tolerances(client, regist
         if entry.name != "protocols":
             (root / "registry" / entry.name).symlink_to(entry)
     shutil.copytree(source / "registry" / "protocols", root / "registry" / "protocols")
-    protocol = root / "registry" / "protocols" / "p1.yaml"
+    protocol = root / "registry" / "protocols" / "p2.yaml"
     protocol.write_text(protocol.read_text().replace("auroc: 0.002", "auroc: 0.0037"))
     html = client.get(reverse("leaderboard:methodology")).content.decode()
-    assert "Measurement protocol p1" in html and "AUROC 0.002" in html
+    assert "Measurement protocol p2" in html and "AUROC 0.002" in html
     settings.REGISTRY_ROOT = root
     html = client.get(reverse("leaderboard:methodology")).content.decode()
     assert "AUROC 0.0037" in html and "AUROC 0.002," not in html

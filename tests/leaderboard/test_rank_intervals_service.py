@@ -48,7 +48,11 @@ def test_scoring_computes_and_stores_the_rank_intervals_of_the_board(board):
 
 def test_a_current_board_is_not_recomputed(board):
     # every weights spec has its own board, each current
-    assert rank_intervals_refresh(category_id="hallucination") == {"v0.0.1": None, "v0.0.2": None}
+    assert rank_intervals_refresh(category_id="hallucination") == {
+        "v0.0.1": None,
+        "v0.0.2": None,
+        "v0.0.3": None,
+    }
     assert rank_intervals_reconcile() == 0
     assert board_rank_intervals_write(category_id="hallucination", spec_id="v0.0.1", force=True) == 3
 
@@ -64,7 +68,7 @@ def test_a_new_version_replaces_the_old_entry(board, tasks, django_capture_on_co
 
 def test_a_deprecated_probe_leaves_the_board_and_the_reconciler_recomputes_it(board):
     m.Probe.objects.filter(slug="strong").update(status=m.Probe.Status.DEPRECATED)
-    assert rank_intervals_reconcile() == 2  # its board under each of the two weights specs
+    assert rank_intervals_reconcile() == 3  # its board under each of the three weights specs
     assert not m.RankInterval.objects.filter(score__probe_version=board["strong"]).exists()
     a, b = interval(board["twin-a"]), interval(board["twin-b"])
     assert a.n_entries == 2 and a.tied_for_first and b.tied_for_first
@@ -91,7 +95,7 @@ def test_the_borda_rank_and_the_holdout_rank_delta_are_stored_and_shown(board, c
         m.CycleResult.objects.create(
             cycle=cycle, probe_version=version, holdout_auroc=holdout, test_auroc=test
         )
-    for spec_id in ("v0.0.1", "v0.0.2"):
+    for spec_id in ("v0.0.1", "v0.0.2", "v0.0.3"):
         assert board_rank_intervals_write(category_id="hallucination", spec_id=spec_id, force=True) == 3
     assert [interval(v).rank_delta for v in (strong, twin_a, twin_b)] == [3 - 1, 1 - 2, 2 - 3]
     assert interval(strong).rank_delta_quarter == "2026Q4"

@@ -1,8 +1,10 @@
-"""The robustness axis on the board: the score writer reads a robustness run (the attacked test
-positives' scores) against the clean train and test runs of the same task, the Goodhart resistance
-waits for a pending run and is the goodhart component of spec v0.0.2 once measured; the planner
-gives a robustness run only to probes the attack applies to; the board, API, CSV and probe page
-show it."""
+"""The robustness axis on the board: the score writer reads a robustness run (the graded attack's
+curves, the suffix-attacked test positives' scores) against the clean train and test runs of the
+same task, the Goodhart resistance waits for a pending run and is the goodhart component once
+measured (the graded area under p2, the suffix ratio under p1); under v0.0.3 an unmeasured one
+gets the category's lowest measured value; the planner gives every probe a robustness run under p2
+and, under p1, only probes the suffix attack applies to; the board, API, CSV and probe page show
+it."""
 
 from __future__ import annotations
 
@@ -96,8 +98,12 @@ def test_an_unmeasured_goodhart_resistance_says_why(registry):
     assert out == {} and "not measured" in why
 
 
-def test_robustness_runs_are_planned_only_where_the_attack_applies(registry):
+def test_every_probe_kind_gets_robustness_runs_under_p2_and_only_suffix_ones_under_p1(registry, monkeypatch):
     """(That PROBEBENCH_AXES or PROBEBENCH_ROBUSTNESS_RUNS=False plans none is the axes' contract.)"""
+    import dataclasses
+
+    from leaderboard import runner
+
     tasks = list(Task.objects.filter(category_id="hallucination", status=Task.Status.ACTIVE))
     single = ProbeVersionFactory(probe=ProbeFactory(category_id="hallucination", base_model_id=SMOL))
     planned = robustness_plan(single, tasks)
@@ -108,11 +114,94 @@ def test_robustness_runs_are_planned_only_where_the_attack_applies(registry):
     pair = ProbeVersionFactory(
         probe=ProbeFactory(category_id="hallucination", base_model_id=SMOL), input="contrast_pair"
     )
-    assert robustness_plan(pair, tasks) == []  # two prompts: no one suffix
     encoder = ProbeVersionFactory(
         probe=ProbeFactory(category_id="hallucination", base_model_id="all-minilm-l6-v2")
     )
+    # the graded attack reaches both prompts of a pair and an encoder's word embeddings
+    assert len(robustness_plan(pair, tasks)) == len(robustness_plan(encoder, tasks)) == len(tasks)
+    reg = runner.registry()
+    p1 = dataclasses.replace(reg.protocol(), id="p1", attack_graded=None)
+    monkeypatch.setattr(runner, "registry", lambda: dataclasses.replace(reg, protocols={"p1": p1}))
+    assert len(robustness_plan(single, tasks)) == len(tasks)
+    assert robustness_plan(pair, tasks) == []  # two prompts: no one suffix
     assert robustness_plan(encoder, tasks) == []  # no decoder to append to
+
+
+def _graded(area_by_seed, *, not_attacked=None):
+    seeds = [
+        {"seed": s, "area": a, "eps50": 0.05, "recall_inserted": 0.9, "curve": [{"eps": 0.01, "relative": a}]}
+        for s, a in enumerate(area_by_seed)
+    ]
+    return {
+        "protocol": "p2",
+        "caught_clean": 30,
+        "n_positives": 32,
+        "not_attacked": not_attacked,
+        "goodhart_resistance": None if not_attacked else float(np.mean(area_by_seed)),
+        "goodhart_resistance_range": None if not_attacked else [min(area_by_seed), max(area_by_seed)],
+        "eps50": [0.05] * len(area_by_seed),
+        "recall_inserted": [0.9] * len(area_by_seed),
+        "seeds": [] if not_attacked else seeds,
+    }
+
+
+def test_the_graded_area_is_the_goodhart_resistance_and_the_suffix_ratio_stays_beside_it(registry):
+    version, task = ProbeVersionFactory(), TaskFactory()
+    train, test, robust = _runs(version, task)
+    graded = _graded([0.6, 0.4]) | {
+        "behaviour_kept": {
+            "readout": {"applies": True, "reason": "", "readout_auroc": 0.8, "tolerance": 1.0},
+            "goodhart_resistance": 0.9,
+            "goodhart_resistance_range": [0.85, 0.95],
+        }
+    }
+    robust.metrics = robust.metrics | {"graded": graded}
+    out, why = robustness_measurements({task.slug: robust}, {task.slug: {"train": train, "test": test}})
+    t = out["robustness"][task.slug]
+    assert t["kept"]["applies"] and t["kept"]["goodhart_resistance"] == 0.9  # shown beside, never the score
+    assert why == "" and out["goodhart_method"] == "graded"
+    assert out["goodhart_resistance"] == pytest.approx(0.5) and out["goodhart_resistance_range"] == [0.4, 0.6]
+    assert t["suffix_resistance"] == pytest.approx(t["recall_attacked"] / t["recall_clean"])
+    assert t["curves"][0]["points"] == [[0.01, 0.6]] and out["attack_recall"] == t["recall_attacked"]
+
+
+def test_a_pair_or_encoder_run_has_only_the_graded_curve_and_too_few_caught_says_so(registry):
+    version, task = ProbeVersionFactory(input="contrast_pair"), TaskFactory()
+    train, test, robust = _runs(version, task)
+    robust.example_scores, robust.metrics = [], {"graded": _graded([0.3, 0.2])}
+    out, why = robustness_measurements({task.slug: robust}, {task.slug: {"train": train, "test": test}})
+    assert why == "" and out["goodhart_resistance"] == pytest.approx(0.25) and out["attack_recall"] is None
+    robust.metrics = {"graded": _graded([0.3], not_attacked="the clean threshold catches 3 of 32")}
+    out, why = robustness_measurements({task.slug: robust}, {task.slug: {"train": train, "test": test}})
+    assert out["goodhart_resistance"] is None and "too few attacked positives" in why
+
+
+def test_under_v003_an_unmeasured_resistance_gets_the_categorys_lowest_measured(registry):
+    from leaderboard.models import Score
+    from leaderboard.services.scores import goodhart_floor, goodhart_floor_refresh
+
+    ensure_models()
+    tasks = ensure_tasks("hallucination", 1)
+    graded = {"goodhart_method": "graded", "attack_recall": None}
+    public_probe(
+        slug="tough", auroc=0.9, tasks=tasks, extra_measurements=graded | {"goodhart_resistance": 0.7}
+    )
+    weak = public_probe(
+        slug="weak", auroc=0.9, tasks=tasks, extra_measurements=graded | {"goodhart_resistance": 0.2}
+    )
+    silent = public_probe(slug="silent", auroc=0.9, tasks=tasks)
+    # a p1 ratio is another measurement: it never sets the graded floor
+    public_probe(
+        slug="old", tasks=tasks, extra_measurements={"goodhart_resistance": 0.0, "goodhart_method": "suffix"}
+    )
+    assert goodhart_floor("hallucination") == (0.2, "weak v1")
+    assert goodhart_floor("hallucination", exclude_probe_id=weak.probe_id) == (0.7, "tough v1")
+    assert goodhart_floor_refresh("hallucination") == 1  # silent, under v0.0.3 only
+    component = Score.objects.get(probe_version=silent, spec_id="v0.0.3").components["goodhart"]
+    assert component["value"] == 0.2 and component["imputed"] and "weak v1" in component["note"]
+    assert Score.objects.get(probe_version=silent, spec_id="v0.0.2").components["goodhart"]["value"] == 0.5
+    assert goodhart_floor_refresh("hallucination") == 0  # idempotent
+    assert goodhart_floor("refusal") == (None, "")
 
 
 @pytest.fixture
@@ -150,11 +239,12 @@ def board(registry):
 
 
 def test_the_goodhart_column_sorts_and_counts_under_v002(client, board):
-    page = client.get("/category/hallucination/", {"sort": "goodhart"}).content.decode()
+    v002 = {"sort": "goodhart", "spec": "v0.0.2"}
+    page = client.get("/category/hallucination/", v002).content.decode()
     assert "Goodhart" in page
     # the measured 0.8 first, then the imputed default 0.5 (flagged), then the collapsed 0.0
     assert page.index("Steady Probe") < page.index("Unattacked Probe") < page.index("Fragile Probe")
-    rows = client.get("/api/v1/leaderboard", {"category": "hallucination", "sort": "goodhart"}).json()
+    rows = client.get("/api/v1/leaderboard", {"category": "hallucination"} | v002).json()
     assert rows["spec"] == "v0.0.2"
     results = rows["results"]
     assert [r["components"]["goodhart"]["imputed"] for r in results] == [False, True, False]
@@ -174,6 +264,51 @@ def test_the_probe_page_shows_the_attack_per_task_and_its_curve(client, board):
     assert "Recall under attack" in page and "<svg" in page  # the recall-vs-steps plot
     assert "step 5, recall 0.100" in page
     assert "n/a: not measured" in client.get("/probes/unattacked/").content.decode()
+
+
+@pytest.fixture
+def graded_board(registry):
+    """A contrast-pair probe with the graded attack's curves, on a refusal task."""
+    ensure_models()
+    tasks = ensure_tasks("refusal", 1)
+    graded = {
+        "method": "graded",
+        "caught_clean": 30,
+        "attacked_positives": 32,
+        "not_attacked": None,
+        "goodhart_resistance": 0.45,
+        "goodhart_resistance_range": [0.4, 0.5],
+        "eps50": [0.07, 0.09],
+        "recall_inserted": [0.9, 0.85],
+        "kept": {"applies": False, "reason": "the readout's AUROC against the labels is 0.512"},
+        "curves": [
+            {"seed": 0, "area": 0.4, "eps50": 0.07, "points": [[0.01, 1.0], [0.1, 0.3], [0.5, 0.0]]},
+            {"seed": 1, "area": 0.5, "eps50": 0.09, "points": [[0.01, 1.0], [0.1, 0.5], [0.5, 0.1]]},
+        ],
+    }
+    public_probe(
+        slug="pair-graded",
+        name="Pair Graded",
+        auroc=0.8,
+        tasks=tasks,
+        category="refusal",
+        input="contrast_pair",
+        extra_measurements={
+            "goodhart_resistance": 0.45,
+            "goodhart_resistance_range": [0.4, 0.5],
+            "goodhart_method": "graded",
+            "robustness": {tasks[0].slug: graded},
+        },
+    )
+
+
+def test_the_probe_page_shows_the_graded_curves_of_a_contrast_pair(client, graded_board):
+    page = client.get("/probes/pair-graded/").content.decode()
+    assert "The graded attack" in page and "The soft-suffix attack" not in page
+    assert "30 of 32" in page and "0.400, 0.500" in page  # caught clean; the area per seed
+    assert "seeds 0.400 to 0.500" in page
+    assert "ε 0.1, relative recall 0.300" in page  # a point of the plot, per task and seed
+    assert 'title="the readout&#x27;s AUROC against the labels is 0.512">n/a' in page
 
 
 def _reference(system_account, slug: str, method: str, task, *, input_kind: str = "single"):

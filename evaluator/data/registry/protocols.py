@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.data.registry.files import default_root, read_yaml, require, sha256_file
-from evaluator.errors import RegistryError
+from evaluator.errors import EvaluatorError, RegistryError
 
 _PROTOCOL_ID = re.compile(r"^p[1-9][0-9]*$")
 #: compute dtypes a protocol may name (bf16 is for exploration only: never a board number)
@@ -88,6 +88,61 @@ class AttackSettings:
 
 
 @dataclass(frozen=True)
+class GradedAttackSettings:
+    """A protocol's ``attack_graded`` section: the graded adversary's budget
+    (evaluator.axes.attack_graded). ``tokens`` vectors inserted inside the content, each held in an
+    L2 ball of radius ε × the embedding norm for ε over ``radii`` (increasing); at each radius
+    ``steps`` Adam steps on batches of ``batch`` train positives at ``step_fraction`` × the radius;
+    one curve per seed of ``seeds``. The test positives attacked: a seeded subset of at most
+    ``max_positives``; a task whose clean operating point catches fewer than ``min_caught`` of them
+    is not attacked (a ratio of a handful of caught rows is noise). Where the task's next-token
+    readout is validated on the model (the ``steering`` section's rule), a second curve keeps the
+    behaviour: a positive counts as evaded only while its readout stays within ``readout_tolerance``
+    nats of its clean value, and the optimiser pays ``readout_weight`` × the shortfall."""
+
+    tokens: int
+    radii: tuple[float, ...]
+    steps: int
+    batch: int
+    step_fraction: float
+    seeds: tuple[int, ...]
+    max_positives: int = 64
+    min_caught: int = 8
+    readout_tolerance: float = 1.0
+    readout_weight: float = 1.0
+
+    def check(self) -> GradedAttackSettings:
+        """The budget itself, or an EvaluatorError naming the value that is out of range."""
+        if not 1 <= self.tokens <= 64:
+            raise EvaluatorError(f"attack budget: tokens {self.tokens}: accepted 1..64")
+        if not self.radii or any(not (0 < r <= 10) for r in self.radii):
+            raise EvaluatorError(f"attack budget: radii {list(self.radii)}: accepted values in (0, 10]")
+        if list(self.radii) != sorted(set(self.radii)):
+            raise EvaluatorError(f"attack budget: radii {list(self.radii)}: must increase strictly")
+        if not 0 <= self.steps <= 1000 or not 1 <= self.batch <= 256:
+            raise EvaluatorError(
+                f"attack budget: steps {self.steps} (accepted 0..1000), batch {self.batch} (accepted 1..256)"
+            )
+        if not 0 < self.step_fraction <= 1:
+            raise EvaluatorError(f"attack budget: step_fraction {self.step_fraction}: accepted (0, 1]")
+        if not self.seeds or any(not 0 <= s <= 2**31 - 1 for s in self.seeds):
+            raise EvaluatorError(
+                f"attack budget: seeds {list(self.seeds)}: accepted 0..{2**31 - 1}, at least one"
+            )
+        if not 0 < self.readout_tolerance <= 100 or not 0 <= self.readout_weight <= 100:
+            raise EvaluatorError(
+                f"attack budget: readout_tolerance {self.readout_tolerance} (accepted (0, 100]),"
+                f" readout_weight {self.readout_weight} (accepted [0, 100])"
+            )
+        if not 1 <= self.max_positives <= 10_000 or not 1 <= self.min_caught <= self.max_positives:
+            raise EvaluatorError(
+                f"attack budget: max_positives {self.max_positives} (accepted 1..10000), min_caught"
+                f" {self.min_caught} (accepted 1..max_positives)"
+            )
+        return self
+
+
+@dataclass(frozen=True)
 class Protocol:
     """A named, versioned measurement protocol (registry/protocols/<id>.yaml)."""
 
@@ -110,6 +165,8 @@ class Protocol:
     steering: SteeringSettings | None = None
     #: the adversary's budget; None: the protocol does not measure robustness to an attack
     attack: AttackSettings | None = None
+    #: the graded adversary's budget; None: the Goodhart resistance is the suffix attack's (p1)
+    attack_graded: GradedAttackSettings | None = None
 
     def summary(self) -> dict[str, Any]:
         """JSON-able facts recorded beside every number measured under the protocol."""
@@ -243,6 +300,7 @@ def load_protocol(path: Path) -> Protocol:
         released = released.isoformat()
     steering = _steering_settings(data["steering"], where) if data.get("steering") is not None else None
     attack = _attack_settings(data.get("attack"), where) if data.get("attack") is not None else None
+    graded = _graded_settings(data["attack_graded"], where) if data.get("attack_graded") is not None else None
     return Protocol(
         id=pid,
         released=str(released),
@@ -268,6 +326,7 @@ def load_protocol(path: Path) -> Protocol:
         sha256=sha256_file(path),
         steering=steering,
         attack=attack,
+        attack_graded=graded,
     )
 
 
@@ -299,6 +358,55 @@ def _attack_settings(at: Any, where: str) -> AttackSettings:
         checkpoints=tuple(int(c) for c in points),
         eval_every=int(at["eval_every"]),
     )
+
+
+def _graded_settings(at: Any, where: str) -> GradedAttackSettings:
+    """The ``attack_graded`` section of a protocol file, checked."""
+    keys = (
+        "tokens",
+        "radii",
+        "steps",
+        "batch",
+        "step_fraction",
+        "seeds",
+        "max_positives",
+        "min_caught",
+        "readout_tolerance",
+        "readout_weight",
+    )
+    if not isinstance(at, dict):
+        raise RegistryError(f"{where}: attack_graded must be a mapping with {', '.join(keys)}")
+    require(at, keys, f"{where}: attack_graded")
+    unknown = sorted(set(at) - set(keys))
+    if unknown:
+        raise RegistryError(f"{where}: attack_graded: unknown key(s) {', '.join(unknown)}")
+    for key in ("tokens", "steps", "batch", "max_positives", "min_caught"):
+        _number(at[key], f"{where}: attack_graded.{key}", integer=True)
+    _number(at["step_fraction"], f"{where}: attack_graded.step_fraction")
+    _number(at["readout_tolerance"], f"{where}: attack_graded.readout_tolerance")
+    _number(at["readout_weight"], f"{where}: attack_graded.readout_weight", positive=False)
+    for key, integer in (("radii", False), ("seeds", True)):
+        values = at[key]
+        if not isinstance(values, list) or not values:
+            raise RegistryError(f"{where}: attack_graded.{key} must be a non-empty list")
+        for i, v in enumerate(values):
+            _number(v, f"{where}: attack_graded.{key}[{i}]", integer=integer, positive=not integer)
+    settings = GradedAttackSettings(
+        tokens=int(at["tokens"]),
+        radii=tuple(float(r) for r in at["radii"]),
+        steps=int(at["steps"]),
+        batch=int(at["batch"]),
+        step_fraction=float(at["step_fraction"]),
+        seeds=tuple(int(s) for s in at["seeds"]),
+        max_positives=int(at["max_positives"]),
+        min_caught=int(at["min_caught"]),
+        readout_tolerance=float(at["readout_tolerance"]),
+        readout_weight=float(at["readout_weight"]),
+    )
+    try:
+        return settings.check()
+    except EvaluatorError as exc:
+        raise RegistryError(f"{where}: attack_graded: {exc}") from None
 
 
 def load_protocols(directory: Path) -> dict[str, Protocol]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.data.registry.files import read_yaml, require, sha256_file
@@ -28,6 +28,11 @@ COMPONENTS: tuple[str, ...] = (
 #: stored under an earlier spec. A spec from that version on must name it.
 COMPONENT_SINCE: dict[str, str] = {"goodhart": "v0.0.2"}
 MAX_COMPONENT_WEIGHT = 0.30  # Norm 1: the component cap.
+#: Imputation rules a spec may name beside its defaults (``imputation_rules``), per component.
+#: ``category_lowest``: a probe whose component was not measured gets the lowest value measured on
+#: a probe of its category (the default in ``imputation`` only where the category has none), so
+#: that being unmeasured never pays more than being measured.
+IMPUTATION_RULES: dict[str, tuple[str, ...]] = {"goodhart": ("category_lowest",)}
 _SPEC_VERSION = re.compile(r"^v\d+\.\d+\.\d+$")
 
 
@@ -39,6 +44,8 @@ class WeightsSpec:
     weights: dict[str, float]
     imputation: dict[str, float]
     sha256: str  # of the spec file's bytes
+    #: component → rule (:data:`IMPUTATION_RULES`); a component without one gets its default
+    imputation_rules: dict[str, str] = field(default_factory=dict)
 
 
 def load_weights_spec(path: Path) -> WeightsSpec:
@@ -72,6 +79,15 @@ def load_weights_spec(path: Path) -> WeightsSpec:
     for name in ("auroc_ea", "auroc_ds", "rho_ce", *(c for c in COMPONENT_SINCE if c in weights)):
         if name not in imputation:
             raise RegistryError(f"{path}: imputation.{name} is required")
+    rules = data.get("imputation_rules") or {}
+    if not isinstance(rules, dict):
+        raise RegistryError(f"{path}: imputation_rules must be a mapping of component to rule")
+    for name, rule in rules.items():
+        if rule not in IMPUTATION_RULES.get(name, ()):
+            accepted = "; ".join(f"{c}: {', '.join(r)}" for c, r in IMPUTATION_RULES.items())
+            raise RegistryError(
+                f"{path}: imputation_rules.{name} = {rule!r} is not a rule; accepted: {accepted}"
+            )
     released = data.get("released", "")
     if isinstance(released, dt.date):
         released = released.isoformat()
@@ -82,6 +98,7 @@ def load_weights_spec(path: Path) -> WeightsSpec:
         weights={k: float(weights.get(k, 0.0)) for k in COMPONENTS},
         imputation={k: float(v) for k, v in imputation.items()},
         sha256=sha256_file(path),
+        imputation_rules={str(k): str(v) for k, v in rules.items()},
     )
 
 

@@ -109,6 +109,11 @@ class WeightsSpecOutput(serializers.Serializer):
     description = serializers.CharField()
     weights = serializers.DictField(child=serializers.FloatField())
     imputation = serializers.DictField(child=serializers.FloatField())
+    imputation_rules = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="component → imputation rule; category_lowest: the lowest value measured in the probe's"
+        " category (the default in imputation only where the category has none)",
+    )
     sha256 = serializers.CharField()
 
 
