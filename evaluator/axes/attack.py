@@ -243,15 +243,24 @@ def input_embedding_table(lm: LoadedModel) -> Any:
     )
 
 
+def token_embeddings(lm: LoadedModel, ids: Any) -> Any:
+    """The input embeddings of token ``ids`` in the space the model's ``inputs_embeds`` takes: a
+    decoder's embedding module (Gemma's √d scaling included), an encoder's word embeddings (the
+    model adds its position and type embeddings, and its LayerNorm, to them itself)."""
+    if lm.spec.encoder:
+        return lm.model.embeddings.word_embeddings(ids)
+    return lm.embeddings(ids)
+
+
 def random_token_embeddings(lm: LoadedModel, k: int, seed: int) -> Any:
-    """The embeddings "k d" (fp32, in the space the blocks read) of ``k`` tokens drawn with ``seed``:
-    where an attack's vectors start."""
+    """The embeddings "k d" (fp32, as :func:`token_embeddings` gives them) of ``k`` tokens drawn
+    with ``seed``: where an attack's vectors start."""
     import torch
 
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         tokens = torch.randint(0, int(input_embedding_table(lm).shape[0]), (k,), generator=generator)
-        return lm.embeddings(tokens.to(lm.device)[None, :])[0].float()
+        return token_embeddings(lm, tokens.to(lm.device)[None, :])[0].float()
 
 
 def optimise_suffix(

@@ -76,7 +76,9 @@ from evaluator.axes.attack import (
     clean_setup,
     input_embedding_table,
     probe_read,
+    random_token_embeddings,
     scores_in_batches,
+    token_embeddings,
 )
 from evaluator.core.harvest import render_prompts
 from evaluator.data.registry.protocols import GradedAttackSettings
@@ -90,25 +92,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 # --------------------------------------------------------------------------- the forward
-
-
-def token_embeddings(lm: LoadedModel, ids: Any) -> Any:
-    """The input embeddings of token ``ids`` in the space the model's ``inputs_embeds`` takes: a
-    decoder's embedding module (Gemma's √d scaling included), an encoder's word embeddings (the
-    model adds its position and type embeddings, and its LayerNorm, to them itself)."""
-    if lm.spec.encoder:
-        return lm.model.embeddings.word_embeddings(ids)
-    return lm.embeddings(ids)
-
-
-def start_vectors(lm: LoadedModel, k: int, seed: int) -> Any:
-    """The embeddings "k d" (fp32) of ``k`` tokens drawn with ``seed``: where the vectors start."""
-    import torch
-
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        tokens = torch.randint(0, int(input_embedding_table(lm).shape[0]), (k,), generator=generator)
-        return token_embeddings(lm, tokens.to(lm.device)[None, :])[0].float()
 
 
 def insert_at(prompts: _Prompts) -> list[int]:
@@ -340,6 +323,8 @@ def behaviour_setup(
     against the labels on the protocol's balanced test rows must reach ``min_readout_auroc``), on
     the ``attacked`` test rows and the train positives; (None, why not) where there is none, it
     does not validate, or the model is an encoder."""
+    import torch
+
     from evaluator.axes.steer_readout import readout_tokens, steer_subset
     from evaluator.core.harvest import render
     from evaluator.metrics.metrics import auroc
@@ -357,8 +342,6 @@ def behaviour_setup(
     rows = steer_subset(test.labels, test.ids, task_id=task.id, n=steering.examples, seed=steering.seed)
     room = budget.tokens
     check = Sides.single(lm, [render(template, test.texts[i]) for i in rows], max_length, room)
-    import torch
-
     with torch.no_grad():
         values = readout_inserted(lm, check.prompts[0], list(range(len(rows))), None, check.where[0], tokens)
     score = float(auroc(values.double().cpu().numpy(), test.labels[rows]))
@@ -441,7 +424,7 @@ def attack_curve(
     lost the behaviour), and the loss pays for that shortfall."""
     import torch
 
-    start = start_vectors(lm, budget.tokens, seed)
+    start = random_token_embeddings(lm, budget.tokens, seed)
     score = probe.torch_forward(lm.device)
     order = np.random.default_rng(seed)
     layer, position = probe.layer, probe.metadata.position
