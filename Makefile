@@ -64,13 +64,16 @@ DEMO_SECRET := $(if $(SECRET_KEY)$(SECRET_KEY_FILE),,SECRET_KEY_FILE=$(abspath $
 # `exec` makes it the recipe's process, so SIGTERM and Ctrl-C reach it (it stops the worker and
 # beat). ONLY=slug,slug submits a few reference probes instead of the whole manifest.
 # MODELS=id,id runs only those base models (PROBEBENCH_MODELS); a model loaded on request (Qwen)
-# runs only when named there.
+# runs only when named there. The board opens from the committed bundle of the reference set
+# (registry/bundles/reference.tar, every entry shown at once) and the worker then replicates it;
+# FRESH=1 measures everything from nothing instead.
 ONLY ?=
 MODELS ?=
+FRESH ?=
 demo: install $(if $(findstring qwen,$(MODELS)),qwen)
 	@test -n "$(SECRET_KEY)$(SECRET_KEY_FILE)" || test -s $(DATA_DIR)/secret_key || \
 		(mkdir -p $(DATA_DIR) && umask 077 && $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > $(DATA_DIR)/secret_key)
-	exec env $(DEMO_SECRET) $(if $(MODELS),PROBEBENCH_MODELS=$(MODELS)) $(PY) manage.py demo --host $(HOST) --port $(PORT) $(if $(ONLY),--only $(ONLY))
+	exec env $(DEMO_SECRET) $(if $(MODELS),PROBEBENCH_MODELS=$(MODELS)) $(PY) manage.py demo --host $(HOST) --port $(PORT) $(if $(ONLY),--only $(ONLY)) $(if $(FRESH),--fresh)
 
 # The whole default suite; long runs (every reference probe retrained, Gemma) are marked slow
 # and run by `make bench`. The summary lists the 30 slowest tests (BENCHMARKS.md keeps them).

@@ -5,6 +5,8 @@ directory, timed the way a newcomer meets it.
     .venv/bin/python bench/demo_fill.py --warm-cache        # reuse ./var/cache (converted models,
                                                             #   activations): the second-run case
     .venv/bin/python bench/demo_fill.py --only SLUG,SLUG    # a subset of the manifest
+    .venv/bin/python bench/demo_fill.py --from-bundle       # what `make demo` does: open from the
+                                                            #   committed bundle, then replicate it
 
 It does what ``make demo`` does (migrate, sync_registry, ``manage.py demo``) in a temporary data
 directory, then watches the database and records, from the moment the demo command starts:
@@ -13,6 +15,8 @@ directory, then watches the database and records, from the moment the demo comma
 - ``every_category_s``: every category with a reference probe shows a scored entry;
 - ``primary_all_s``: every reference submission is scored (its primary runs finished) or failed;
 - ``all_runs_s``: every run of every reference submission has finished (secondary axes included);
+- with ``--from-bundle``, ``first_category_replicated_s``: every entry of one category is replicated
+  here (services.replication), and ``replicated`` / ``differ``: how many are, and differ, at the end;
 
 with the 1-minute load average (mean and max) over the run, the failures with their reasons, and
 the mean wall time per run kind. Stops the demo with SIGTERM at the end (or at ``--max-minutes``).
@@ -69,6 +73,11 @@ def snapshot() -> dict:
     from leaderboard.models import EvaluationRun, Submission
 
     subs = list(Submission.objects.select_related("probe_version__probe"))
+    imported = [s.probe_version for s in subs if s.probe_version.bundle_id is not None]
+    states = {v.pk: (v.replication or {}).get("state") for v in imported}
+    by_category: dict[str, list] = {}
+    for v in imported:
+        by_category.setdefault(v.probe.category_id, []).append(states[v.pk])
     runs = EvaluationRun.objects.filter(cycle=None)
     by_status = dict(runs.values_list("status").annotate(n=Count("id")))
     scored_categories = {s.probe_version.probe.category_id for s in subs if s.status == "scored"}
@@ -88,6 +97,11 @@ def snapshot() -> dict:
             if s.status == "failed"
         ],
         "scored_categories": sorted(scored_categories),
+        "replicated": sum(state == "replicated" for state in states.values()),
+        "differ": sum(state == "differs" for state in states.values()),
+        "replicated_categories": sorted(
+            c for c, s in by_category.items() if all(x == "replicated" for x in s)
+        ),
         "runs": by_status,
         "failed_runs": [
             {"id": r.pk, "kind": r.kind, "task": r.task_id, "model": r.base_model_id, "error": r.error[:300]}
@@ -104,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-minutes", type=float, default=360.0)
     parser.add_argument("--poll-s", type=float, default=10.0)
     parser.add_argument("--keep", action="store_true", help="keep the temporary data directory")
+    parser.add_argument(
+        "--from-bundle",
+        action="store_true",
+        help="open from the committed bundle (default: fill from nothing)",
+    )
     args = parser.parse_args(argv)
 
     entries = manifest_entries(args.only)
@@ -153,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     demo_cmd = [py, "manage.py", "demo", "--host", "127.0.0.1", "--port", str(port)]
     if args.only:
         demo_cmd += ["--only", args.only]
+    if not args.from_bundle:
+        demo_cmd += ["--fresh"]
     log = (data_dir / "demo-stdout.log").open("wb")
     t0 = time.monotonic()
     demo = subprocess.Popen(
@@ -163,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         "every_category_s": None,
         "primary_all_s": None,
         "all_runs_s": None,
+        "first_category_replicated_s": None,
     }
     loads: list[float] = []
     snap: dict = {}
@@ -191,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             if marks["every_category_s"] is None and set(categories) <= set(snap["scored_categories"]):
                 marks["every_category_s"] = elapsed
+            if marks["first_category_replicated_s"] is None and snap["replicated_categories"]:
+                marks["first_category_replicated_s"] = elapsed
             if marks["primary_all_s"] is None and settled:
                 marks["primary_all_s"] = elapsed
             busy = snap["runs"].get("queued", 0) + snap["runs"].get("running", 0)

@@ -249,6 +249,8 @@ def main() -> int:
         "PROBEBENCH_CACHE_DIR": os.environ.get("PROBEBENCH_CACHE_DIR", str(ROOT / "var" / "cache")),
         "PROBEBENCH_REGISTRY_ROOT": str(build_mini_registry(work / "registry")),
         "PROBEBENCH_MODELS": MODEL,
+        # the mini registry's split files are slices: the committed canary does not describe them
+        "PROBEBENCH_CANARY": "False",
         "SECRET_KEY": secrets.token_urlsafe(32),
         "DJANGO_SETTINGS_MODULE": "probebench.settings",
         "PROBEBENCH_RATE_ANON": "1000000/min",

@@ -9,11 +9,19 @@ Every run is measured under the registry's current measurement protocol (registr
 models are loaded with ``protocol=`` (float32, TF32 off; anything else is refused), harvested with
 its settings, and each outcome records the protocol and the environment (evaluator.core.environment).
 The device is ``PROBEBENCH_DEVICE`` (settings.EVALUATION_DEVICE; default: CUDA when available).
+
+Before a worker takes any run it scores the canary of each base model it serves
+(``canary_refusal``, called at the worker's start by ``leaderboard.tasks``; evaluator.axes.canary):
+a worker whose numbers differ from the committed ones refuses to start.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
+import subprocess
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -23,16 +31,21 @@ from typing import Any
 
 from django.conf import settings
 
+from evaluator.axes.canary import canary_path, canary_read, canary_verdicts
 from evaluator.core.harvest import HarvestConfig
 from evaluator.core.probes import probe_from_tensors, read_safetensors
-from evaluator.errors import InfrastructureError
+from evaluator.errors import EvaluatorError, InfrastructureError
 from leaderboard.artifacts import artifact_abspath
 from leaderboard.models import ProbeVersion
 from leaderboard.registry_sync import registry_load
 
+log = logging.getLogger(__name__)
+
 #: a run's progress: (fraction done, step)
 Progress = Callable[[float, str], None]
 MODELS_KEPT = 2  # loaded base models a worker keeps in memory between runs
+#: the longest the canary may take at a worker's start (a first start converts the GGUF weights)
+CANARY_TIMEOUT_S = 1800
 
 
 @dataclass
@@ -151,3 +164,74 @@ def measured(outcome: RunOutcome, lm) -> RunOutcome:
     outcome.protocol = lm.protocol_id or ""
     outcome.environment = lm.environment()
     return outcome
+
+
+# --------------------------------------------------------------------------- the canary
+
+
+def canary_models() -> list[str]:
+    """The base models this worker serves: those PROBEBENCH_MODELS names, else every model of the
+    registry but those loaded on request."""
+    reg = registry()
+    if settings.ENABLED_MODELS:
+        return [m for m in settings.ENABLED_MODELS if m in reg.models]
+    return [m.id for m in reg.models.values() if not m.on_request]
+
+
+def canary_file() -> Path:
+    """The committed canary (registry/canary.json under the registry root)."""
+    return canary_path(settings.REGISTRY_ROOT)
+
+
+def canary_in_process(models: list[str]) -> list[dict[str, Any]]:
+    """The verdicts measured in this process, each model loaded as the runs load it
+    (:func:`loaded_model`, so the first runs find it loaded): a solo or threads pool, whose runs
+    execute in this process."""
+    canary = canary_read(canary_file())
+    return [v.to_dict() for v in canary_verdicts(canary, registry(), models, load=loaded_model)]
+
+
+def canary_apart(models: list[str]) -> list[dict[str, Any]]:
+    """The verdicts measured by ``python -m evaluator canary`` in a process of its own, with this
+    worker's registry, cache, device and environment: a prefork pool's processes are forked from
+    this one, which must not have started torch's thread pools (a fork after them can hang) nor
+    hold the models."""
+    cmd = [sys.executable, "-m", "evaluator", "canary", "--json", "--models", ",".join(models)]
+    cmd += ["--registry", str(settings.REGISTRY_ROOT), "--cache-dir", str(settings.CACHE_DIR)]
+    cmd += ["--canary-file", str(canary_file())]
+    device = getattr(settings, "EVALUATION_DEVICE", None)
+    if device:
+        cmd += ["--device", str(device)]
+    try:
+        proc = subprocess.run(
+            cmd, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=CANARY_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise InfrastructureError(f"the canary did not finish within {CANARY_TIMEOUT_S} s") from None
+    if proc.returncode not in (0, 1):  # 1: a model differs, and the JSON says which
+        raise InfrastructureError(
+            f"the canary exited with status {proc.returncode}: {proc.stderr.strip()[-2000:]}"
+        )
+    return json.loads(proc.stdout)["models"]
+
+
+def canary_refusal(*, in_process: bool) -> str | None:
+    """Score the canary of every base model this worker serves (evaluator.axes.canary) and log
+    each verdict; the reason to refuse to start (a model differs, its canary is stale, or the
+    canary could not run), or None."""
+    models = canary_models()
+    if not models:
+        return None
+    try:
+        verdicts = canary_in_process(models) if in_process else canary_apart(models)
+    except EvaluatorError as exc:  # no canary file, a malformed one, a check that crashed
+        reason = f"the canary could not run: {exc}"
+        log.error("canary: %s", reason)
+        return reason
+    for v in verdicts:
+        level = logging.ERROR if v["refuses"] else logging.INFO if v["status"] == "agree" else logging.WARNING
+        log.log(
+            level, "canary: %s (model load %.1f s, check %.1f s)", v["line"], v["load_seconds"], v["seconds"]
+        )
+    refusing = [v["line"] for v in verdicts if v["refuses"]]
+    return "; ".join(refusing) if refusing else None

@@ -11,8 +11,12 @@ bodies (the services publish tasks by name, see ``leaderboard.services.runs``); 
 probebench/celery.py routes and schedules.
 """
 
+import logging
+import sys
+
 from celery import shared_task
-from celery.signals import worker_process_init
+from celery.exceptions import WorkerShutdown
+from celery.signals import worker_init, worker_process_init
 from celery.utils.time import get_exponential_backoff_interval
 from django.conf import settings
 
@@ -85,6 +89,22 @@ def examples_export_task(quarter: str) -> dict:
 
 
 @shared_task(acks_late=True)
+def bundle_publish_task(quarter: str) -> str:
+    """Publish the board's signed result bundle once a quarterly cycle completed (no model: the
+    default queue; a duplicate message writes a second bundle of the same entries). A bundle that
+    cannot be written is logged, not retried: ``manage.py export_bundle`` writes it once fixed."""
+    from evaluator.errors import EvaluatorError
+    from leaderboard.errors import ServiceError
+    from leaderboard.services.bundles import bundle_export
+
+    try:
+        return bundle_export(quarter=quarter).id
+    except (EvaluatorError, ServiceError) as exc:
+        logging.getLogger(__name__).error("the %s bundle was not published: %s", quarter, exc)
+        return ""
+
+
+@shared_task(acks_late=True)
 def reliability_measure_task(quarter: str) -> dict:
     """Measure the metric reliability table once a quarterly cycle completed (a model forward and
     refits of one reference probe; a duplicate message rewrites the same file)."""
@@ -101,3 +121,34 @@ def model_libraries_import_at_start(**kwargs) -> None:
     from leaderboard.runner import model_libraries_import
 
     model_libraries_import()
+
+
+#: the pools whose tasks run in the worker's own process (a prefork pool forks processes for them)
+POOLS_IN_PROCESS = ("celery.concurrency.solo", "celery.concurrency.thread")
+
+
+def pool_runs_in_process(worker) -> bool:
+    """Whether ``worker``'s runs execute in its own process (solo, threads) or in forked ones."""
+    from celery.concurrency import get_implementation
+
+    pool = get_implementation(getattr(worker, "pool_cls", None) or "prefork")
+    return getattr(pool, "__module__", "") in POOLS_IN_PROCESS
+
+
+@worker_init.connect
+def canary_at_worker_start(sender=None, **kwargs) -> None:
+    """Score the canary of each base model the worker serves before it takes any run
+    (``leaderboard.runner.canary_refusal``); on a mismatch, a stale canary or a canary that cannot
+    run, log the reason and stop with exit status 1. ``worker_init`` is sent while the worker is
+    built, before its pool starts and before it connects to the broker, so a refused worker never
+    receives a message. Celery's signal dispatch logs and swallows an ``Exception`` from a handler;
+    ``WorkerShutdown`` is a ``SystemExit``, which it lets through. Off with PROBEBENCH_CANARY=False
+    (settings.CANARY; the test suite's workers)."""
+    if not settings.CANARY:
+        return
+    from leaderboard.runner import canary_refusal
+
+    reason = canary_refusal(in_process=pool_runs_in_process(sender))
+    if reason:
+        print(f"canary: refusing to start this worker: {reason}", file=sys.stderr, flush=True)
+        raise WorkerShutdown(1)

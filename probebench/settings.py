@@ -132,6 +132,23 @@ if not (REGISTRY_ROOT / "tasks.yaml").is_file():
     raise ImproperlyConfigured(f"PROBEBENCH_REGISTRY_ROOT={REGISTRY_ROOT} holds no tasks.yaml")
 
 MAX_ARTIFACT_BYTES = envint("PROBEBENCH_MAX_ARTIFACT_MB", "50", minimum=1) * 1024 * 1024
+#: Result bundles (leaderboard/services/bundles.py): the board's Ed25519 signing key (made on first
+#: use, mode 0600; keep it out of the repository), the folder of public keys (PEM) whose bundles
+#: may be imported besides the board's own, the URL the bundle names the board by, and the
+#: largest bundle file read.
+BUNDLE_SIGNING_KEY_FILE = Path(
+    env("PROBEBENCH_SIGNING_KEY_FILE", str(DATA_DIR / "board_ed25519.pem"))
+).resolve()
+BUNDLE_TRUSTED_KEYS_DIR = Path(
+    env("PROBEBENCH_TRUSTED_KEYS_DIR", str(REGISTRY_ROOT / "registry" / "keys"))
+).resolve()
+BUNDLE_BOARD_URL = env("PROBEBENCH_BOARD_URL", "")
+MAX_BUNDLE_BYTES = envint("PROBEBENCH_MAX_BUNDLE_MB", "512", minimum=1) * 1024 * 1024
+#: The bundle ``make demo`` opens from (the reference set measured by a real worker; README):
+#: imported at start, then replicated by the local worker. ``make demo FRESH=1`` ignores it.
+DEMO_BUNDLE = Path(
+    env("PROBEBENCH_DEMO_BUNDLE", str(REGISTRY_ROOT / "registry" / "bundles" / "reference.tar"))
+).resolve()
 #: Upload limits, enforced while the body streams in (probebench/uploads.py, middleware.py):
 #: the artifact file, any other file (probe.json or a recipe sent as a file), the form fields
 #: together, and the whole body as declared by Content-Length (refused before reading).
@@ -278,6 +295,10 @@ RUN_SOFT_LIMIT_S = envint("PROBEBENCH_RUN_SOFT_LIMIT_S", "3600", minimum=10)
 RUN_HARD_LIMIT_S = envint(
     "PROBEBENCH_RUN_HARD_LIMIT_S", str(RUN_SOFT_LIMIT_S + 120), minimum=RUN_SOFT_LIMIT_S + 1
 )
+#: The canary at a worker's start (leaderboard.tasks.canary_at_worker_start): the worker scores the
+#: committed rows of registry/canary.json on each model it serves and refuses to start when they
+#: differ. The test suite turns it off (tests/env_defaults.py) except where a test measures it.
+CANARY = envbool("PROBEBENCH_CANARY", "True")
 #: Which base models the workers may run (comma-separated ids; empty = all in models.yaml but those
 #: loaded on request, which run only where named here).
 ENABLED_MODELS = envlist("PROBEBENCH_MODELS", "")
@@ -344,6 +365,7 @@ REST_FRAMEWORK = {
         "submissions": env("PROBEBENCH_RATE_SUBMISSIONS", "20/hour"),
         "maintainer": env("PROBEBENCH_RATE_MAINTAINER", "60/hour"),
         "signup": env("PROBEBENCH_RATE_SIGNUP", "20/hour"),
+        "replications": env("PROBEBENCH_RATE_REPLICATIONS", "120/hour"),
     },
 }
 SPECTACULAR_SETTINGS = {

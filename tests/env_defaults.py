@@ -35,6 +35,8 @@ os.environ.setdefault("PROBEBENCH_STRESS_RUNS", "False")
 os.environ.setdefault("PROBEBENCH_ROBUSTNESS_RUNS", "False")
 # the reliability table refits and scores a reference probe on a model: only where a test asks
 os.environ.setdefault("PROBEBENCH_RELIABILITY_EACH_CYCLE", "False")
+# the canary at a worker's start loads every model the worker serves: only where a test asks
+os.environ.setdefault("PROBEBENCH_CANARY", "False")
 
 
 def _worker_redis_url(url: str, index: int) -> str:

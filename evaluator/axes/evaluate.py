@@ -316,7 +316,7 @@ def _evaluate_task(
     ea_scores = None
     if ref is not None:
         ref_run, _, _ = setup.run(
-            ref, task_id, "test", lm, sub_progress(progress, 1 - 1 / steps, 1, "reference ")
+            ref, task_id, "test", lm, sub_progress(progress, 1 - 1 / steps, 1, f"{task_id}/test reference ")
         )
         ea_scores = ref_run.examples.scores_by_id()
     train = runs["train"].examples

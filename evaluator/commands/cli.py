@@ -22,9 +22,9 @@ from evaluator.axes.attack import attack_probe
 from evaluator.axes.attack_graded import attack_graded, graded_budget
 from evaluator.axes.steer import steer_probe
 from evaluator.axes.stress import stress_probe
-from evaluator.commands import build_data, reliability, train_cli
+from evaluator.commands import build_data, bundle_cli, canary, reliability, train_cli
 from evaluator.commands.base import Command, cache_registry_json_args, default_cache_dir
-from evaluator.commands.client import reproduce, submit
+from evaluator.commands.client import replicate, reproduce, submit
 from evaluator.commands.reference_probes import command as reference_probes
 from evaluator.data.registry.load import load_registry
 from evaluator.data.texts import text_hash
@@ -489,9 +489,17 @@ COMMANDS: dict[str, Command] = {
             reliability.run_reliability_cli,
             reliability.reliability_summary,
         ),
+        Command("canary", canary.canary_args, canary.run_canary, canary.canary_summary),
         Command("submit", submit.submit_args, submit.run_submit),
         Command("follow", submit.follow_args, submit.run_follow),
-        Command("reproduce", reproduce.reproduce_args, reproduce.run_reproduce),
+        Command("reproduce", reproduce.reproduce_args, reproduce.run_reproduce, reproduce.reproduce_summary),
+        Command("replicate", replicate.replicate_args, replicate.run_replicate, replicate.replicate_summary),
+        Command(
+            "verify-bundle",
+            bundle_cli.verify_bundle_args,
+            bundle_cli.run_verify_bundle,
+            bundle_cli.verify_bundle_summary,
+        ),
     )
 }
 

@@ -3,7 +3,8 @@
     python -m evaluator train --task TASK_ID --model MODEL_ID --layer N --method METHOD --out DIR
     python -m evaluator evaluate --probe DIR [--tasks ID,…]
 
-JSON on stdout, progress bars on stderr. Defaults: registry = the project root, cache directory
+JSON on stdout; progress on stderr: a bar on a terminal, one line per split harvested otherwise
+(``ProgressBar``). Defaults: registry = the project root, cache directory
 = ``$PROBEBENCH_DATA_DIR/cache``, else ``./var/cache``.
 """
 
@@ -14,6 +15,7 @@ import dataclasses
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from evaluator.axes.evaluate import evaluate_probe
@@ -35,24 +37,61 @@ from evaluator.metrics.summary import evaluation_summary
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+#: the step name a split's activations end with (evaluator.core.activations): a split harvested
+#: or read from the cache
+HARVEST_STEP = "harvest"
+
+
+def _unknown_size_defaults(stream) -> dict[str, int]:
+    """tqdm's ``ncols``/``nrows`` where the terminal reports a size of 0 (a pseudo-terminal no one
+    sized, e.g. under ``script`` or some containers): tqdm would draw nothing there."""
+    try:
+        size = os.get_terminal_size(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return {"ncols": 80, "nrows": 24}
+    return {k: v for k, v, known in (("ncols", 80, size.columns), ("nrows", 24, size.lines)) if not known}
+
+
 class ProgressBar:
-    """A ``progress(fraction, step)`` callback drawing a tqdm bar on stderr (hidden off a TTY)."""
+    """A ``progress(fraction, step)`` callback on stderr, never stdout (the JSON result's).
 
-    def __init__(self, desc: str):
-        from tqdm import tqdm
+    On a terminal, a tqdm bar whose description is the current step ("cities-v1/train harvest").
+    Anywhere else (a log file, a pipe, CI), one line per split harvested or read from the cache,
+    written when the split is done: ``evaluate [ 12%] cities-v1/train: harvested in 41 s``.
+    """
 
-        self.bar = tqdm(
-            total=1000,
-            desc=desc,
-            file=sys.stderr,
-            disable=None,
-            leave=False,
-            bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed}<{remaining}",
-        )
+    def __init__(self, desc: str, stream=None):
+        self.desc = desc
+        self.stream = stream if stream is not None else sys.stderr
+        isatty = getattr(self.stream, "isatty", None)
+        self.bar = None
+        if isatty is not None and isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=1000,
+                desc=desc,
+                file=self.stream,
+                leave=False,
+                **_unknown_size_defaults(self.stream),
+                bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed}<{remaining}",
+            )
         self.done = 0
+        self.step = ""  # the current step, its first call's time, its calls and its last fraction
+        self.step_start = time.monotonic()
+        self.step_calls = 0
+        self.fraction = 0.0
 
     def __call__(self, fraction: float, step: str) -> None:
-        target = int(round(1000 * min(max(fraction, 0.0), 1.0)))
+        fraction = min(max(fraction, 0.0), 1.0)
+        if self.bar is None:
+            if step != self.step:
+                self._split_done()
+                self.step, self.step_start, self.step_calls = step, time.monotonic(), 0
+            self.step_calls += 1
+            self.fraction = fraction
+            return
+        target = int(round(1000 * fraction))
         self.bar.set_description_str(step[:48], refresh=False)
         if target > self.done:
             self.bar.update(target - self.done)
@@ -60,8 +99,26 @@ class ProgressBar:
         else:  # waiting (a polled submission): keep the elapsed time moving
             self.bar.refresh()
 
+    def _split_done(self) -> None:
+        """The line of a split whose activations are ready (off a terminal)."""
+        if not (self.step == HARVEST_STEP or self.step.endswith(" " + HARVEST_STEP)):
+            return
+        where = self.step.removesuffix(HARVEST_STEP).strip()
+        # a cache read reports its end only; a harvest reports its start and each batch too
+        how = (
+            "read from the cache"
+            if self.step_calls == 1
+            else (f"harvested in {time.monotonic() - self.step_start:.0f} s")
+        )
+        head = f"{self.desc} [{100 * self.fraction:3.0f}%]"
+        print(f"{head} {where}: {how}" if where else f"{head}: {how}", file=self.stream, flush=True)
+
     def close(self) -> None:
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
+        else:
+            self._split_done()
+            self.step = ""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -149,7 +206,7 @@ def run_train(args: argparse.Namespace) -> dict:
             registry=reg,
             cache=ActivationCache(cache_dir),
             config=config,
-            progress=lambda f, s: bar(0.8 * f, f"train {s}"),
+            progress=lambda f, s: bar(0.8 * f, f"{args.task}/train {s}"),
         )
         name = args.name or f"{args.task} {args.method} probe ({args.model} L{args.layer} {args.position})"
         metadata = trained.metadata(
@@ -170,7 +227,7 @@ def run_train(args: argparse.Namespace) -> dict:
             input_kind=args.input,
             cache=ActivationCache(cache_dir),
             config=config,
-            progress=lambda f, s: bar(0.8 + 0.2 * f, f"test {s}"),
+            progress=lambda f, s: bar(0.8 + 0.2 * f, f"{args.task}/test {s}"),
         )[args.layer]
     finally:
         bar.close()

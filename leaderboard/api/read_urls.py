@@ -40,5 +40,6 @@ urlpatterns = [
     path("v1/reference-updates", records.ReferenceUpdateListApi.as_view(), name="reference-updates"),
     path("v1/leakage", records.LeakageListApi.as_view(), name="leakage"),
     path("v1/exports", records.ExamplesExportListApi.as_view(), name="exports"),
+    path("v1/bundles", records.BundleListApi.as_view(), name="bundles"),
     path("v1/queue", records.QueueApi.as_view(), name="queue"),
 ]

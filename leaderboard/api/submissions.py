@@ -82,13 +82,17 @@ class SubmissionOutputSerializer(serializers.Serializer):
 
 class QueueEstimateSerializer(serializers.Serializer):
     queue_position = serializers.IntegerField(
-        allow_null=True, help_text="1: the next run to start is this submission's; null: none waits"
+        allow_null=True,
+        help_text="1: the next run a worker takes is this submission's; counted in the order the"
+        " workers take runs (primary before secondary, the maintainers' work first, then round-robin"
+        " across submitters), over the runs it is scored on while one is open; null: none waits",
     )
     runs_ahead = serializers.IntegerField(allow_null=True)
     eta_seconds = serializers.FloatField(
         allow_null=True,
-        help_text="measured mean run time per kind × the runs ahead and this submission's own, over"
-        " the busy workers; null when a kind was never measured or the submission is final",
+        help_text="until it is scored: the measured mean run time per kind × the queued runs taken up"
+        " to its last one (its own among them), plus what is left of the running runs, over the busy"
+        " workers; null when one of those kinds was never measured or the submission is final",
     )
     run_seconds = serializers.DictField(child=serializers.DictField(), help_text="kind → mean_s, runs")
 

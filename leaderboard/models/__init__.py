@@ -6,7 +6,9 @@
 - ``runs``: EvaluationRun, ReevaluationCycle and CycleResult;
 - ``scores``: Score, RankInterval, ReferenceUpdate, the board's entries and its ranking;
 - ``leakage``: LeakageRecord;
-- ``accounts``: SystemAccount and ApiToken.
+- ``accounts``: SystemAccount and ApiToken;
+- ``bundles``: ResultBundle (signed bundles published or imported), PublishedRun and
+  ReplicationReceipt.
 
 Everything measured (EvaluationRun, Score) is written only by leaderboard.services. Every name is
 re-exported here: import from ``leaderboard.models``. Member order follows Django's style: fields,
@@ -14,6 +16,7 @@ managers, Meta, __str__, save/delete, get_absolute_url, custom methods.
 """
 
 from leaderboard.models.accounts import ApiToken, SystemAccount, is_system_account
+from leaderboard.models.bundles import PublishedRun, ReplicationReceipt, ResultBundle
 from leaderboard.models.catalog import BaseModel, Category, License, Task, TaskSplit, WeightsSpec
 from leaderboard.models.leakage import LeakageRecord, LeakageRecordQuerySet
 from leaderboard.models.probes import Probe, ProbeVersion, ProbeVersionQuerySet, Submission, public_q
@@ -36,6 +39,9 @@ from leaderboard.models.scores import (
 )
 
 __all__ = [
+    "PublishedRun",
+    "ReplicationReceipt",
+    "ResultBundle",
     "ApiToken",
     "BaseModel",
     "Category",

@@ -130,6 +130,14 @@ class ProbeVersion(models.Model):
     #: someone else's earlier copy of a reference probe's file, set aside when the reference-probe
     #: install put the file under the system account (its submission is rejected with the reason)
     displaced_by_reference = models.BooleanField(default=False)
+    #: the bundle this version was imported from (published by another board, or by this one
+    #: elsewhere); None: submitted here. Its Score is computed from the bundle's published runs.
+    bundle = models.ForeignKey(
+        "leaderboard.ResultBundle", null=True, blank=True, on_delete=models.PROTECT, related_name="versions"
+    )
+    #: an imported version's replication here (services.replication): the runs compared with
+    #: the bundle's, the largest per-example difference, and those beyond the protocol's tolerance
+    replication = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = ProbeVersionQuerySet.as_manager()

@@ -117,6 +117,58 @@ class ProbeDetail:
     ea_reference: dict | None = None
 
     @property
+    def published_by(self) -> dict | None:
+        """Where the shown version was first measured when it came in a bundle (None: measured
+        here): the publishing board, its key's fingerprint, when and at which commit it was
+        written, and how far this board's replication has got (services.replication): until a
+        run is replicated, the numbers shown for it are recomputed from the per-example scores
+        the bundle published, not measured on this board's models."""
+        bundle = self.version.bundle
+        if bundle is None:
+            return None
+        replication = self.version.replication or {}
+        return {
+            "bundle": bundle.id,
+            "board": bundle.board,
+            "signer_fingerprint": bundle.signer_fingerprint,
+            "created_at": bundle.created_at,
+            "commit": bundle.commit,
+            "replication": replication.get("state", "not started"),
+            "replicated_here": replication.get("state") == "replicated",
+            "runs_published": replication.get("runs_published"),
+            "runs_compared": replication.get("runs_compared", 0),
+            "max_abs_diff": replication.get("max_abs_diff"),
+            "max_abs_diff_text": (
+                f"{replication['max_abs_diff']:.2g}" if replication.get("max_abs_diff") is not None else "n/a"
+            ),
+            "differs": replication.get("differs", []),
+            "not_compared": replication.get("not_compared", []),
+        }
+
+    @property
+    def receipts(self) -> dict:
+        """Who replicated the shown version elsewhere from a bundle this board published, each
+        with the receipt as signed (verifiable offline with the replicator's key): the counts that
+        agree and that differ, and the receipts, newest first."""
+        rows = [
+            {
+                "replicator_fingerprint": r.replicator_fingerprint,
+                "replicator_public_key": r.replicator_public_key,
+                "submitter": r.submitter.username,
+                "verdict": r.verdict,
+                "runs_compared": r.runs_compared,
+                "max_abs_diff": r.max_abs_diff,
+                "created_at": r.created_at,
+                "bundle": r.bundle_id,
+                "receipt": r.receipt,
+                "signature": r.signature,
+            }
+            for r in self.version.receipts.select_related("submitter").order_by("-created_at", "pk")
+        ]
+        agree = sum(r["verdict"] == "agrees" for r in rows)
+        return {"count": len(rows), "agree": agree, "differ": len(rows) - agree, "receipts": rows}
+
+    @property
     def domains(self) -> dict:
         """The in-domain / cross-domain split of the shown Score (evaluator.metrics.in_domain): its
         state (``split``; ``not_declared``: the version names no training task; ``not_computed``:
@@ -200,7 +252,7 @@ def probe_detail(
             Prefetch(
                 "versions",
                 queryset=ProbeVersion.objects.public()
-                .select_related("submission", "license")
+                .select_related("submission", "license", "bundle")
                 .order_by("-number"),
             )
         )

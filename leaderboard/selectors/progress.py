@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from leaderboard.axes import AXES, KINDS
+from leaderboard.axes import AXES, KINDS, PRIMARY_KINDS
 from leaderboard.models import EvaluationRun, Submission
 
 Run = EvaluationRun
@@ -72,16 +72,23 @@ def pending_by_category() -> dict[str, Pending]:
 
 @dataclass
 class RunsProgress:
-    """Runs by status and the time left, estimated from the measured durations of finished runs.
+    """Runs by status and the time left in the phase in progress, estimated from the measured
+    durations of finished runs.
 
-    ``eta_s`` is None while some kind of run still waiting has no finished run to measure
-    (``unmeasured`` names those kinds): an estimate is only made from measurements.
+    The phases are the order a worker takes runs in: the ``primary`` runs the board ranks on, then
+    the ``secondary`` axes. ``eta_s`` covers the open runs of the phase in progress: a kind of that
+    phase with no finished run yet is counted at the mean of the phase's measured kinds (named in
+    ``unmeasured``), so the estimate is None only until one run of the phase has finished.
+    ``later`` counts the open runs of the phases after it; ``running`` names the runs executing.
     """
 
     counts: Counter = field(default_factory=Counter)
     mean_s: dict[str, float] = field(default_factory=dict)
     eta_s: float | None = None
     unmeasured: list[str] = field(default_factory=list)
+    phase: str = ""
+    later: int = 0
+    running: list[str] = field(default_factory=list)
 
     @property
     def done(self) -> int:
@@ -90,9 +97,12 @@ class RunsProgress:
     def eta_text(self) -> str:
         if self.counts[Run.Status.QUEUED] + self.counts[Run.Status.RUNNING] == 0:
             return "none"
+        then = f", then {self.later} secondary run(s)" if self.later else ""
+        now = f"; running: {', '.join(self.running)}" if self.running else ""
         if self.eta_s is None:
-            return f"unknown (no {', '.join(self.unmeasured)} run has finished yet)"
-        return f"~{max(1, round(self.eta_s / 60))}m"
+            return f"unknown (no {self.phase} run has finished yet){then}{now}"
+        guessed = f", {', '.join(self.unmeasured)} at the phase's mean" if self.unmeasured else ""
+        return f"~{max(1, round(self.eta_s / 60))}m for the {self.phase} runs{guessed}{then}{now}"
 
 
 #: how many of a kind's latest finished runs its measured mean duration is taken over
@@ -125,27 +135,42 @@ def run_seconds_measured(*, kinds) -> dict[str, dict[str, float]]:
 
 
 def runs_progress(*, workers: int = 1, now=None) -> RunsProgress:
-    """Every run's status, and the time left for ``workers`` workers: the mean measured duration of
-    each kind (its latest finished runs) times its queued runs, plus what is left of the running
-    ones."""
+    """Every run's status, and the time left in the phase in progress for ``workers`` workers: the
+    mean measured duration of each kind (its latest finished runs) times its open runs of that phase,
+    less what the running ones have done (:class:`RunsProgress`)."""
     now = now or timezone.now()
     progress = RunsProgress(counts=Counter(dict(Run.objects.values_list("status").annotate(n=Count("pk")))))
     measured = run_seconds_measured(kinds=KINDS)
     progress.mean_s = {kind: m["mean_s"] for kind, m in measured.items()}
-    left = 0.0
-    open_runs = Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).values_list(
-        "kind", "status", "started_at"
+    open_runs = list(
+        Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+        .select_related("probe_version__probe")
+        .order_by("pk")
     )
-    unmeasured = set()
-    for kind, status, started in open_runs:
-        mean = progress.mean_s.get(kind)
-        if mean is None:
-            unmeasured.add(kind)
-            continue
-        elapsed = (now - started).total_seconds() if status == Run.Status.RUNNING and started else 0.0
+    primary = [r for r in open_runs if r.kind in PRIMARY_KINDS]
+    phase_runs = primary or open_runs
+    progress.phase = "primary" if primary else "secondary"
+    progress.later = len(open_runs) - len(phase_runs)
+    progress.running = [
+        f"{r.kind} of {r.probe_version.probe.slug} on {r.task_id}/{r.split}"
+        for r in open_runs
+        if r.status == Run.Status.RUNNING
+    ]
+    known = [progress.mean_s[r.kind] for r in phase_runs if r.kind in progress.mean_s]
+    phase_kinds = {r.kind for r in phase_runs}
+    measured_kinds = [progress.mean_s[k] for k in phase_kinds if k in progress.mean_s]
+    progress.unmeasured = sorted(k for k in phase_kinds if k not in progress.mean_s)
+    if phase_runs and not known:
+        return progress  # eta_s None: no run of this phase has finished yet
+    fallback = sum(measured_kinds) / len(measured_kinds) if measured_kinds else 0.0
+    left = 0.0
+    for r in phase_runs:
+        mean = progress.mean_s.get(r.kind, fallback)
+        elapsed = (
+            (now - r.started_at).total_seconds() if r.status == Run.Status.RUNNING and r.started_at else 0.0
+        )
         left += max(mean - elapsed, 0.0)
-    progress.unmeasured = sorted(unmeasured)
-    progress.eta_s = None if unmeasured else left / max(workers, 1)
+    progress.eta_s = left / max(workers, 1)
     return progress
 
 

@@ -1,7 +1,8 @@
 """Reads that the writers need too: the base models the workers run, the current eval-awareness
 reference probe of a base model, the tasks a probe version can read, the runs a submission waits
-on, the latest scored version of each probe. Services and the axes import these
-(services may read); nothing here imports a service.
+on, the latest scored version of each probe, the order a worker takes queued runs in within a
+queue (the maintainers' work first, then round-robin across submitters). Services and the axes
+import these (services may read); nothing here imports a service.
 """
 
 from __future__ import annotations
@@ -26,6 +27,24 @@ EA_REFERENCE_CANDIDATE = Q(
     probe__owner__system_account__isnull=False,
     displaced_by_reference=False,
 )
+
+
+#: the submitter of a run: the owner of the probe it measures
+RUN_OWNER = "probe_version__probe__owner"
+#: runs that are the maintainers' own work, outside the round-robin: the system account's
+#: (reference probes) and the quarterly re-evaluation's
+MAINTAINERS_WORK = Q(cycle__isnull=False) | Q(probe_version__probe__owner__system_account__isnull=False)
+#: the replication of imported entries (services.replication): after every other queued run; the
+#: eval-awareness reference runs are not held back (a user's submission needs them)
+REPLICATING = Q(probe_version__bundle__isnull=False) & ~Q(kind="reference")
+
+
+def owner_turn(owner, *, waiting: dict, served: dict) -> tuple:
+    """The round-robin's sort key of a submitter with queued runs (the smallest goes next): one
+    never served on the queue first, then the one whose latest run there started longest ago; a
+    tie goes to the oldest queued run. ``waiting``: submitter → its oldest queued run's time;
+    ``served``: submitter → its latest run start on the queue (absent: never)."""
+    return (owner in served, served.get(owner, waiting[owner]), waiting[owner], owner)
 
 
 def enabled_models():

@@ -1,19 +1,29 @@
 """Reads for the submission pages, the submission API and the public queue: its open submissions,
-each submitter's share of the workers' queue (``queue_shares``), an account's queued work in
-estimated run-seconds (``queued_work``, what the queue cap counts)."""
+a submission's queue position and ETA (``submission_queue_estimate``, counting the queued runs in
+the order the workers take them), each submitter's share of the workers' queue
+(``queue_shares``), an account's queued work in estimated run-seconds (``queued_work``, what the
+queue cap counts)."""
 
 from __future__ import annotations
 
+from collections import defaultdict, deque
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Max, Prefetch, QuerySet
 from django.utils import timezone
 
+from leaderboard.axes import KINDS, PRIMARY_KINDS, run_queue
 from leaderboard.models import EvaluationRun, Submission, SystemAccount
-from leaderboard.policy import REVIEW_GOAL_DAYS, RUN_SECONDS_DEFAULT, RUN_SECONDS_DEFAULT_OTHER
+from leaderboard.policy import (
+    REVIEW_GOAL_DAYS,
+    RUN_SECONDS_DEFAULT,
+    RUN_SECONDS_DEFAULT_OTHER,
+    WORKER_QUEUES,
+)
 from leaderboard.selectors.progress import run_seconds_measured
-from leaderboard.selectors.shared import submission_runs
+from leaderboard.selectors.shared import MAINTAINERS_WORK, REPLICATING, RUN_OWNER, owner_turn, submission_runs
 
 OPEN_STATUSES = (
     Submission.Status.SUBMITTED,
@@ -88,14 +98,20 @@ def submission_queue(*, now: datetime | None = None) -> list[QueueEntry]:
 
 @dataclass
 class QueueEstimate:
-    """Where a submission stands in the workers' queue, and when it should be done.
+    """Where a submission stands in the workers' queue, and when it should be scored.
 
-    ``queue_position``: 1 when this submission's first queued run is the next run to start (runs
-    of any submission, cycle or reference run, oldest first); None when none of its runs waits.
+    The runs are counted in the order a worker takes them (:func:`queued_in_worker_order`): every
+    queued primary run before any secondary run, and within a queue the maintainers' work first,
+    then round-robin across submitters. While some run the submission is scored on (a primary run:
+    its score runs, the shared reference runs it waits on) is open, only those runs are its own
+    here: its secondary runs start after every queued primary run, once it is already on the board.
+
+    ``queue_position``: 1 when this submission's next queued run is the next run a worker takes
+    (``runs_ahead`` are taken before it); None when none of its runs waits (they are running).
     ``eta_seconds``: the measured mean duration of each kind of run (its latest
-    ``ETA_SAMPLE_RUNS`` finished runs) × the runs ahead and the submission's own unfinished runs,
-    divided by the runs executing now (the busy workers, at least one); None when a kind it needs
-    has never finished a run, or the submission is final.
+    ``ETA_SAMPLE_RUNS`` finished runs) × the runs taken before its last run and its own, plus what
+    is left of the runs executing now, divided by those (the busy workers, at least one); None
+    when one of those kinds has never finished a run, or the submission is final.
     """
 
     queue_position: int | None = None
@@ -105,32 +121,97 @@ class QueueEstimate:
     run_seconds: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
+def _round_robin(queued: QuerySet, *, kinds: list[str], until: AbstractSet[int]) -> list[tuple[int, str]]:
+    """The queued runs of one queue as (pk, kind), in the order a worker takes them
+    (``services.runs.evaluation_run_next``, each pick moving its submitter to the back of the
+    round); stops once every run of ``until`` is placed (all of them when it is empty)."""
+    maintainers = set(queued.filter(MAINTAINERS_WORK).values_list("pk", flat=True))
+    rows = queued.order_by("queued_at", "pk").values_list("pk", "kind", "queued_at", RUN_OWNER)
+    order: list[tuple[int, str]] = []
+    per_owner: dict[int, deque[tuple[int, str, datetime]]] = defaultdict(deque)
+    for pk, kind, queued_at, owner in rows:
+        if pk in maintainers:
+            order.append((pk, kind))
+        else:
+            per_owner[owner].append((pk, kind, queued_at))
+    left = set(until) - {pk for pk, _ in order}
+    if until and not left:
+        return order
+    waiting = {owner: runs[0][2] for owner, runs in per_owner.items()}
+    served = dict(
+        EvaluationRun.objects.filter(
+            kind__in=kinds, started_at__isnull=False, **{f"{RUN_OWNER}__in": list(waiting)}
+        )
+        .exclude(MAINTAINERS_WORK)
+        .order_by()
+        .values_list(RUN_OWNER)
+        .annotate(last=Max("started_at"))
+    )
+    # a pick is the latest start on the queue: later than every stored one
+    tick = max([timezone.now(), *served.values()]) + timedelta(seconds=1)
+    while waiting:
+        owner = min(waiting, key=lambda o: owner_turn(o, waiting=waiting, served=served))
+        pk, kind, _ = per_owner[owner].popleft()
+        order.append((pk, kind))
+        left.discard(pk)
+        if until and not left:
+            break
+        served[owner], tick = tick, tick + timedelta(microseconds=1)
+        if per_owner[owner]:
+            waiting[owner] = per_owner[owner][0][2]
+        else:
+            del waiting[owner]
+    return order
+
+
+def queued_in_worker_order(*, until: AbstractSet[int] = frozenset()) -> list[tuple[int, str]]:
+    """Every queued run as (pk, kind) in the order the workers take them: the queues in the
+    order a worker consumes them (``policy.WORKER_QUEUES``: primary before secondary), each in
+    its own order (:func:`_round_robin`); stops once every run of ``until`` is placed."""
+    order: list[tuple[int, str]] = []
+    left = set(until)
+    queued = EvaluationRun.objects.filter(status=EvaluationRun.Status.QUEUED)
+    for queue in WORKER_QUEUES.split(","):
+        kinds = [kind for kind in KINDS if run_queue(kind) == queue]
+        if not kinds:
+            continue
+        # within a queue, the replication of imported entries after everything else
+        in_queue = queued.filter(kind__in=kinds)
+        taken = _round_robin(in_queue.exclude(REPLICATING), kinds=kinds, until=left)
+        rest = left - {pk for pk, _ in taken}
+        if not left or rest:
+            taken += _round_robin(in_queue.filter(REPLICATING), kinds=kinds, until=rest)
+        order += taken
+        left -= {pk for pk, _ in taken}
+        if until and not left:
+            break
+    return order
+
+
 def submission_queue_estimate(*, sub: Submission, now: datetime | None = None) -> QueueEstimate:
     """The queue position and ETA of a submission loaded by ``submission_detail_get``."""
     if sub.status not in OPEN_STATUSES:
         return QueueEstimate()
     now = now or timezone.now()
     mine = [r for r in sub.runs_sorted if r.status in ACTIVE_RUN_STATUSES]
+    # what it is scored on first (its secondary runs wait behind every queued primary run)
+    scored_on = [r for r in mine if r.kind in PRIMARY_KINDS]
+    mine = scored_on or mine
     if not mine:
         return QueueEstimate()
-    waiting = [r for r in mine if r.status == EvaluationRun.Status.QUEUED]
-    others = EvaluationRun.objects.filter(status__in=ACTIVE_RUN_STATUSES).exclude(
-        pk__in=[r.pk for r in sub.runs_sorted]
-    )
-    running = list(others.filter(status=EvaluationRun.Status.RUNNING).values_list("kind", "started_at"))
-    ahead_counts: dict[str, int] = {}
+    waiting = {r.pk for r in mine if r.status == EvaluationRun.Status.QUEUED}
+    order = queued_in_worker_order(until=waiting) if waiting else []
+    at = [i for i, (pk, _) in enumerate(order) if pk in waiting]
     position = runs_ahead = None
-    if waiting:
-        first = min(waiting, key=lambda r: (r.queued_at, r.pk))
-        ahead = others.filter(status=EvaluationRun.Status.QUEUED).filter(
-            Q(queued_at__lt=first.queued_at) | Q(queued_at=first.queued_at, pk__lt=first.pk)
-        )
-        ahead_counts = {
-            row["kind"]: row["n"] for row in ahead.order_by().values("kind").annotate(n=Count("pk"))
-        }
-        runs_ahead = sum(ahead_counts.values())
+    if at:
+        runs_ahead = at[0]
         position = runs_ahead + 1
-    kinds = {r.kind for r in mine} | set(ahead_counts) | {kind for kind, _ in running}
+    # the queued runs taken up to its last one (its own among them), and every run executing now
+    counted = [kind for _, kind in order[: at[-1] + 1]] if at else []
+    running = list(
+        EvaluationRun.objects.filter(status=EvaluationRun.Status.RUNNING).values_list("kind", "started_at")
+    )
+    kinds = set(counted) | {kind for kind, _ in running}
     measured = run_seconds_measured(kinds=kinds)
     estimate = QueueEstimate(queue_position=position, runs_ahead=runs_ahead, run_seconds=measured)
     if not kinds <= set(measured):
@@ -140,13 +221,9 @@ def submission_queue_estimate(*, sub: Submission, now: datetime | None = None) -
         mean = measured[kind]["mean_s"]
         return mean if started is None else max(mean - (now - started).total_seconds(), 0.0)
 
-    work = sum(measured[kind]["mean_s"] * n for kind, n in ahead_counts.items())
+    work = sum(measured[kind]["mean_s"] for kind in counted)
     work += sum(left(kind, started) for kind, started in running)
-    work += sum(
-        left(r.kind, r.started_at if r.status == EvaluationRun.Status.RUNNING else None) for r in mine
-    )
-    busy = len(running) + sum(r.status == EvaluationRun.Status.RUNNING for r in mine)
-    estimate.eta_seconds = round(work / max(busy, 1), 1)
+    estimate.eta_seconds = round(work / max(len(running), 1), 1)
     return estimate
 
 

@@ -49,6 +49,7 @@ from leaderboard.selectors.shared import scored_versions, tasks_applicable
 from leaderboard.services.coverage import coverage_start, rescore_category
 from leaderboard.services.leakage import leakage_record_open
 from leaderboard.services.runs import (
+    BUNDLE_PUBLISH_TASK,
     EXAMPLES_EXPORT_TASK,
     RANK_INTERVALS_REFRESH_TASK,
     RELIABILITY_MEASURE_TASK,
@@ -311,7 +312,7 @@ def cycle_advance(*, cycle_id: int) -> ReevaluationCycle | None:
         cycle.finished_at = timezone.now()
         cycle.save(update_fields=["status", "finished_at", "diff"])
         # the boards' rank deltas are measured on this cycle's holdout: recompute them; and the
-        # quarter's per-example bulk export (services.exports)
+        # quarter's per-example bulk export (services.exports) and signed bundle (services.bundles)
         categories = sorted(
             set(
                 CycleResult.objects.filter(cycle=cycle).values_list(
@@ -330,6 +331,7 @@ def _cycle_followups(quarter: str, categories: list[str]) -> None:
     task_delay(EXAMPLES_EXPORT_TASK, quarter)
     if settings.RELIABILITY_EACH_CYCLE:
         task_delay(RELIABILITY_MEASURE_TASK, quarter)
+    task_delay(BUNDLE_PUBLISH_TASK, quarter)
 
 
 def _holdout_aurocs(runs: list[EvaluationRun]) -> dict[str, float] | None:

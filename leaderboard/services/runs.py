@@ -29,7 +29,7 @@ from celery import current_app
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
-from django.db.models import F, Max, Min, Q
+from django.db.models import F, Max, Min
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
@@ -41,7 +41,15 @@ from leaderboard.axes.base import Planned
 from leaderboard.errors import InfrastructureFault
 from leaderboard.models import EvaluationRun, ProbeVersion, Submission, Task
 from leaderboard.policy import MAX_ATTEMPTS, PRIMARY_QUEUE, RUN_RETRY_BACKOFF_MAX_S
-from leaderboard.selectors.shared import attack_source_version, scored_versions, tasks_applicable
+from leaderboard.selectors.shared import (
+    MAINTAINERS_WORK,
+    REPLICATING,
+    RUN_OWNER,
+    attack_source_version,
+    owner_turn,
+    scored_versions,
+    tasks_applicable,
+)
 from leaderboard.selectors.shared import enabled_models as enabled_models  # the demo's and the bench's name
 
 log = logging.getLogger(__name__)
@@ -54,6 +62,7 @@ EXECUTE_TASK = "leaderboard.tasks.evaluation_run_execute_task"
 REFERENCE_UPDATE_ADVANCE_TASK = "leaderboard.tasks.reference_update_advance_task"
 RANK_INTERVALS_REFRESH_TASK = "leaderboard.tasks.rank_intervals_refresh_task"
 EXAMPLES_EXPORT_TASK = "leaderboard.tasks.examples_export_task"
+BUNDLE_PUBLISH_TASK = "leaderboard.tasks.bundle_publish_task"
 RELIABILITY_MEASURE_TASK = "leaderboard.tasks.reliability_measure_task"
 OnFinished = Callable[[EvaluationRun], None]
 
@@ -197,11 +206,9 @@ class RunLost(Exception):
     """The run was taken back (reconciled) while this worker held it: stop, write nothing."""
 
 
-#: the submitter of a run: the owner of the probe it measures
-OWNER = "probe_version__probe__owner"
-#: runs that are the maintainers' own work, outside the round-robin: the system account's
-#: (reference probes) and the quarterly re-evaluation's
-MAINTAINERS_WORK = Q(cycle__isnull=False) | Q(probe_version__probe__owner__system_account__isnull=False)
+#: the submitter of a run: the owner of the probe it measures (the maintainers' work and the
+#: round-robin's key live in selectors.shared: the queue estimate follows the same order)
+OWNER = RUN_OWNER
 
 
 def queue_kinds(queue: str) -> list[str]:
@@ -226,6 +233,9 @@ def evaluation_run_next(*, queue: str, now: datetime | None = None) -> int | Non
     queued = Run.objects.filter(status=Run.Status.QUEUED, kind__in=kinds).exclude(
         error_kind="infrastructure", queued_at__gt=now - timedelta(seconds=RUN_RETRY_BACKOFF_MAX_S)
     )
+    # the replication of imported entries waits for every other run (REPLICATING)
+    if queued.exclude(REPLICATING).exists():
+        queued = queued.exclude(REPLICATING)
     oldest_first = queued.order_by("queued_at", "pk").values_list("pk", flat=True)
     maintainers = oldest_first.filter(MAINTAINERS_WORK).first()
     if maintainers is not None:
@@ -242,7 +252,7 @@ def evaluation_run_next(*, queue: str, now: datetime | None = None) -> int | Non
         .values_list(OWNER)
         .annotate(last=Max("started_at"))
     )
-    owner = min(waiting, key=lambda o: (o in served, served.get(o, waiting[o]), waiting[o], o))
+    owner = min(waiting, key=lambda o: owner_turn(o, waiting=waiting, served=served))
     return oldest_first.filter(**{OWNER: owner}).first()
 
 

@@ -48,6 +48,7 @@ from leaderboard.models import (
     WeightsSpec,
 )
 from leaderboard.selectors.shared import ea_reference_version
+from leaderboard.services.replication import runs_with_published
 from leaderboard.services.runs import RANK_INTERVALS_REFRESH_TASK, TERMINAL, task_delay
 
 Run = EvaluationRun
@@ -404,6 +405,9 @@ def submission_score(*, submission: Submission, runs: list[EvaluationRun], first
     secondary runs may still be queued (shown as pending). ``first``: False when a secondary run
     has finished and the Score is recomputed (the stability count is not reset then)."""
     version = submission.probe_version
+    # an imported version (or one read against an imported reference): the bundle's runs fill in
+    # every run not yet measured here (services.replication)
+    runs = runs_with_published(version, runs)
     spec = WeightsSpec.objects.order_by("-version").first()
     assert spec is not None  # the registry (and its weights specs) is loaded before any run
     reference = {

@@ -53,12 +53,15 @@ from leaderboard.selectors.submissions import queued_work
 from leaderboard.services.accounts import system_account_get_or_create
 from leaderboard.services.leakage import leakage_rules_on_scoring
 from leaderboard.services.reference_updates import reference_update_start
+from leaderboard.services.replication import replication_refresh
 from leaderboard.services.runs import TERMINAL, evaluation_runs_dispatch_on_commit, evaluation_runs_plan
 from leaderboard.services.scores import submission_score
 from leaderboard.validation import CleanMetadata, metadata_validate, parse_json_field, probe_name_clean
 from probebench.broker import broker_reachable
 
 log = logging.getLogger(__name__)
+#: how an imported entry's submission came (services.bundles); its runs replicate it here
+BUNDLE_VIA = "bundle"
 Run = EvaluationRun
 
 
@@ -317,6 +320,10 @@ def submission_advance(*, submission: Submission) -> Submission | None:
     they measure as pending, and is recomputed as each of them finishes
     (:func:`submission_secondary_refresh`). Idempotent: returns the submission when it changed
     state, None otherwise."""
+    if submission.via == BUNDLE_VIA and submission.status == Submission.Status.SCORED:
+        # an imported entry replicating here: its Score follows each run (services.replication)
+        submission_secondary_refresh(submission=submission)
+        return None
     runs = list(submission_runs(submission))
     primary = [r for r in runs if r.kind in PRIMARY_KINDS]
     if not primary or any(r.status not in TERMINAL for r in primary):
@@ -397,7 +404,10 @@ def submission_secondary_refresh(*, submission: Submission) -> bool:
             .values_list("computed_at", flat=True)
             .first()
         )
-        finished = [r.finished_at for r in runs if r.kind not in PRIMARY_KINDS and r.finished_at]
+        imported = locked.via == BUNDLE_VIA  # every run it replicates moves its Score
+        finished = [
+            r.finished_at for r in runs if (imported or r.kind not in PRIMARY_KINDS) and r.finished_at
+        ]
         rescored = False
         if computed_at is not None and finished and max(finished) > computed_at:
             try:
@@ -406,6 +416,8 @@ def submission_secondary_refresh(*, submission: Submission) -> bool:
                 rescored = True
             except EvaluatorError as exc:  # the Score stays as it was, with the axis pending
                 log.warning("rescoring submission %s after a secondary run failed: %s", locked.pk, exc)
+        if imported:
+            replication_refresh(locked.probe_version)
         pending = sum(r.status not in TERMINAL for r in runs)
         Submission.objects.filter(pk=locked.pk).update(
             step=f"scored; {pending} secondary run(s) pending" if pending else SETTLED_STEP,

@@ -38,5 +38,7 @@ urlpatterns = [
     path("reevaluations/<str:quarter>/", views.reevaluation, name="reevaluation"),
     path("leakage/", views.leakage, name="leakage"),
     path("exports/<str:quarter>/examples.jsonl.gz", views.examples_export, name="examples_export"),
+    path("bundles/<str:bundle_id>.tar", views.bundle_file, name="bundle_file"),
+    path(".well-known/probebench-board-key.pem", views.board_key, name="board_key"),
     path("queue/", views.queue, name="queue"),
 ]

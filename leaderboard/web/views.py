@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.core.paginator import Paginator
-from django.http import FileResponse, Http404
+from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import render
 
 from evaluator.data.registry.weights import COMPONENTS
@@ -37,6 +37,7 @@ from leaderboard.selectors.board.columns import BoardColumns, board_column_list,
 from leaderboard.selectors.board.get import board_get, board_overview, category_tabs
 from leaderboard.selectors.board.query import BOARD_STATUSES, board_filter_choices
 from leaderboard.selectors.board.rows import Board, board_details_attach
+from leaderboard.selectors.bundles import bundle_file_path
 from leaderboard.selectors.compare import CompareQueryError, compare_rows, probes_compare, uncertainty_method
 from leaderboard.selectors.cycles import (
     leakage_public_list,
@@ -50,6 +51,7 @@ from leaderboard.selectors.progress import board_pending_attach, failures_public
 from leaderboard.selectors.registry import base_model_detail, base_model_list, task_detail
 from leaderboard.selectors.reliability import reliability_rows
 from leaderboard.selectors.submissions import queue_shares, submission_queue
+from leaderboard.services.bundles import board_public_key
 from leaderboard.web import plots
 
 BOARD_PAGE_SIZE = 50
@@ -439,6 +441,25 @@ def examples_export(request, quarter):
         filename=f"probebench-examples-{quarter}.jsonl.gz",
         content_type="application/gzip",
     )
+
+
+@public_cache(max_age=86400, immutable=True, etag=False)
+def bundle_file(request, bundle_id):
+    """A result bundle this board published (selectors.bundles), as a download; its name is its id."""
+    path = bundle_file_path(bundle_id)
+    if path is None:
+        raise Http404("no published bundle with that id")
+    return FileResponse(
+        path.open("rb"),
+        as_attachment=True,
+        filename=f"probebench-{bundle_id[:16]}.tar",
+        content_type="application/x-tar",
+    )
+
+
+def board_key(request):
+    """The board's public signing key (PEM): what its bundles and receipts are verified with."""
+    return HttpResponse(board_public_key(), content_type="application/x-pem-file")
 
 
 @public_cache

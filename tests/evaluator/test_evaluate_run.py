@@ -323,6 +323,9 @@ def test_the_cli_trains_and_evaluates_with_json_on_stdout(tiny_root, cache_dir, 
         "method"
     ] == "diff_of_means"
     assert trained["test"]["auroc"] > 0.8
+    # progress on stderr, off a terminal one line per split: harvested, or read from the cache
+    progress = [line for line in train.stderr.splitlines() if line.startswith("train diff_of_means [")]
+    assert [line.split("] ")[1].split(":")[0] for line in progress] == [f"{TASK}/train", f"{TASK}/test"]
     evaluated = subprocess.run(
         [
             sys.executable,
@@ -346,6 +349,12 @@ def test_the_cli_trains_and_evaluates_with_json_on_stdout(tiny_root, cache_dir, 
     )
     assert evaluated.returncode == 0, evaluated.stderr
     out = json.loads(evaluated.stdout)
+    splits = {
+        line.split("] ")[1].split(":")[0]
+        for line in evaluated.stderr.splitlines()
+        if line.startswith("evaluate [")
+    }
+    assert {f"{TASK}/train", f"{TASK}/test", "reproduce train", "reproduce test"} <= splits, evaluated.stderr
     # the newest weights spec by default
     assert out["probe_score"]["spec"] == "v0.0.3" and out["aggregate"]["auroc"] > 0.8
     jsonschema.validate(out, records.schema("evaluation"))  # the committed schema of this output

@@ -72,40 +72,53 @@ def test_the_public_queue_shows_a_failed_reference_probe_with_its_reason_but_not
 # --------------------------------------------------------------------------- the estimate
 
 
-def test_the_estimate_is_unknown_until_a_run_of_each_waiting_kind_has_finished(registry):
+def test_the_estimate_covers_the_phase_in_progress_and_names_the_running_run(registry):
     now = timezone.now()
     version = ProbeVersionFactory()
     EvaluationRunFactory(probe_version=version, status=Run.Status.QUEUED, kind=Run.Kind.SCORE)
+    EvaluationRunFactory(probe_version=version, status=Run.Status.QUEUED, kind=Run.Kind.REFERENCE)
     EvaluationRunFactory(probe_version=version, status=Run.Status.QUEUED, kind=Run.Kind.STEER)
     progress = runs_progress(now=now)
-    assert progress.eta_s is None and progress.unmeasured == ["score", "steer"]
-    assert progress.eta_text().startswith("unknown")
+    assert progress.phase == "primary" and progress.eta_s is None and progress.later == 1
+    assert progress.eta_text().startswith("unknown (no primary run has finished yet), then 1 secondary")
 
-    for seconds in (20, 40):  # score runs measured: 30 s on average
+    for seconds in (20, 40):  # score runs measured: 30 s on average; no reference run yet
         EvaluationRunFactory(
             probe_version=version,
             kind=Run.Kind.SCORE,
             started_at=now - timedelta(seconds=seconds + 100),
             finished_at=now - timedelta(seconds=100),
         )
+    progress = runs_progress(now=now)
+    # the reference run is counted at the phase's mean: never unknown once one primary run finished
+    assert progress.eta_s == pytest.approx(30 + 30) and progress.unmeasured == ["reference"]
+    assert (
+        progress.eta_text()
+        == "~1m for the primary runs, reference at the phase's mean, then 1 secondary run(s)"
+    )
+
+    # the primary phase done: the secondary one, with the run being executed named
+    Run.objects.filter(status=Run.Status.QUEUED, kind__in=["score", "reference"]).update(
+        status=Run.Status.SUCCEEDED
+    )
     EvaluationRunFactory(
         probe_version=version,
         kind=Run.Kind.STEER,
         started_at=now - timedelta(seconds=700),
         finished_at=now - timedelta(seconds=100),
     )
-    # a steer run 200 s into its expected 600 s
     EvaluationRunFactory(
         probe_version=version,
         status=Run.Status.RUNNING,
         kind=Run.Kind.STEER,
+        task_id="cities-truth-v1",
+        split="test",
         started_at=now - timedelta(seconds=200),
     )
     progress = runs_progress(now=now)
-    assert progress.mean_s == {"score": 30.0, "steer": 600.0}
-    assert progress.eta_s == pytest.approx(30 + 600 + 400)  # queued score + queued steer + the rest
-    assert progress.eta_text() == "~17m"
-    assert runs_progress(now=now, workers=2).eta_s == pytest.approx((30 + 600 + 400) / 2)
+    assert progress.phase == "secondary" and progress.eta_s == pytest.approx(600 + 400)
+    assert f"running: steer of {version.probe.slug} on cities-truth-v1/test" in progress.eta_text()
+    assert runs_progress(now=now, workers=2).eta_s == pytest.approx((600 + 400) / 2)
 
 
 # --------------------------------------------------------------------------- stops and starts

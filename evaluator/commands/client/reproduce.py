@@ -4,8 +4,12 @@
 artifact's SHA-256 against the one the API publishes, re-runs it locally through the ``evaluate``
 command (same protocol, same tasks, same transfer targets, the server's eval-awareness reference
 probe when it publishes one) and judges every number the board shows against the local one within
-the protocol's tolerances: exit status 1 on any disagreement, naming the task and the metric. For
-the token owner's probe that is not public yet it says how far its submission has got.
+the protocol's tolerances: exit status 1 on any disagreement, naming the task and the metric. A
+number only one side has (an axis still pending on the board, a metric the local run could not
+measure) is reported as not compared, never as a disagreement. On a terminal it prints a table
+(latency shown, never judged); ``--json``, or a stdout that is not a terminal, prints the JSON
+report instead. For the token owner's probe that is not public yet it says how far its submission
+has got.
 """
 
 from __future__ import annotations
@@ -50,6 +54,14 @@ DEFAULT_TOLERANCES = metric_table.tolerances_for(metric_table.DEFAULT_TOLERANCES
 DEFAULT_TOLERANCES["auroc_ci"] = DEFAULT_TOLERANCES["auroc"]
 
 
+#: the verdict of a number only one side has: shown with its reason, never a disagreement
+NOT_COMPARED = "not compared"
+
+#: the board's axis a judged number comes from when it is not a score run's (the probe API's
+#: ``pending_axes`` names the axes still being measured)
+METRIC_AXES = {"rho_ce": "transfer", "reproduced": "reproduce"}
+
+
 class Disagreement(dict):
     """A command result printed as JSON whose exit status is 1 (see evaluator.commands.cli.main)."""
 
@@ -73,6 +85,12 @@ def reproduce_args(p: argparse.ArgumentParser) -> None:
         help="eval-awareness reference probe directory (default: the one the server publishes)",
     )
     p.add_argument("--keep", type=Path, default=None, help="keep the downloaded probe in this directory")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the JSON report only (the default when stdout is not a terminal; on a terminal"
+        " the default is the table)",
+    )
 
 
 def probe_spec_parse(raw: str) -> tuple[str, int | None]:
@@ -238,14 +256,45 @@ def _tolerance(metric: str, tolerances: dict[str, float]) -> float:
     return tolerances["auroc"] if metric.startswith("auroc") else tolerances["ece"]
 
 
-def _judge(task: str, metric: str, board: Any, local: Any, tolerances: dict[str, float]) -> dict[str, Any]:
+def _pending_on_board(detail: dict[str, Any]) -> dict[str, str]:
+    """axis → its label ("transfer 1/2") for the axes the probe API says are still pending."""
+    pending = detail.get("pending_axes")
+    axes = pending if isinstance(pending, list) else []
+    return {
+        a["axis"]: printable(str(a.get("label") or f"{a['axis']} pending"))
+        for a in axes
+        if isinstance(a, dict) and isinstance(a.get("axis"), str)
+    }
+
+
+def _absent_reason(metric: str, *, board: Any, pending: dict[str, str]) -> str:
+    """Why a number only one side has is not compared."""
+    if board is not None:
+        return "not measured locally"
+    axis = METRIC_AXES.get(metric)
+    if axis is not None and axis in pending:
+        return f"pending on the board ({pending[axis]})"
+    return "not on the board"
+
+
+def _judge(
+    task: str,
+    metric: str,
+    board: Any,
+    local: Any,
+    tolerances: dict[str, float],
+    pending: dict[str, str] | None = None,
+) -> dict[str, Any]:
     tol = _tolerance(metric, tolerances)
     row = {"task": task, "metric": metric, "board": board, "local": local, "tolerance": tol}
-    if board is None and local is None:
+    if board is None and local is None and METRIC_AXES.get(metric) not in (pending or {}):
         return row | {"diff": None, "verdict": "n/a"}
+    if board is None or local is None:
+        reason = _absent_reason(metric, board=board, pending=pending or {})
+        return row | {"diff": None, "verdict": NOT_COMPARED, "reason": reason}
     if isinstance(board, bool) or isinstance(local, bool):
         return row | {"diff": None, "verdict": "agree" if board == local else "disagree"}
-    if board is None or local is None or not all(isinstance(x, (int, float)) for x in (board, local)):
+    if not all(isinstance(x, (int, float)) for x in (board, local)):
         return row | {"diff": None, "verdict": "disagree"}
     diff = abs(float(board) - float(local))
     ok = math.isfinite(diff) and diff <= tol + 1e-12
@@ -262,8 +311,10 @@ def _task_metrics() -> tuple[str, ...]:
 def numbers_compare(
     detail: dict[str, Any], local: dict[str, Any], tolerances: dict[str, float]
 ) -> list[dict]:
-    """Every number the board shows for the version next to the local run's, with a verdict."""
+    """Every number the board shows for the version next to the local run's, with a verdict: agree,
+    disagree, n/a (on neither side) or not compared (on one side only, with the reason)."""
     rows = []
+    pending = _pending_on_board(detail)
     local_tasks = local.get("tasks") or {}
     for task in detail.get("tasks") or []:
         tid = task["task"]
@@ -272,19 +323,20 @@ def numbers_compare(
             board_v, local_v = task.get(metric), mine.get(metric)
             if metric == "auroc_ci":
                 board_ci, local_ci = board_v or [None, None], local_v or [None, None]
-                rows.append(_judge(tid, "auroc_ci_lo", board_ci[0], local_ci[0], tolerances))
-                rows.append(_judge(tid, "auroc_ci_hi", board_ci[1], local_ci[1], tolerances))
+                rows.append(_judge(tid, "auroc_ci_lo", board_ci[0], local_ci[0], tolerances, pending))
+                rows.append(_judge(tid, "auroc_ci_hi", board_ci[1], local_ci[1], tolerances, pending))
             else:
-                rows.append(_judge(tid, metric, board_v, local_v, tolerances))
+                rows.append(_judge(tid, metric, board_v, local_v, tolerances, pending))
     measured = ((detail.get("score") or {}).get("measurements")) or {}
     aggregate = local.get("aggregate") or {}
     for metric in metric_table.judged_aggregate_names():
         if metric in measured:
-            rows.append(_judge("aggregate", metric, measured.get(metric), aggregate.get(metric), tolerances))
+            board_v, local_v = measured.get(metric), aggregate.get(metric)
+            rows.append(_judge("aggregate", metric, board_v, local_v, tolerances, pending))
     board_repro = detail["version"].get("reproduced")
     local_repro = (local.get("reproduction") or {}).get("reproduced") if local.get("reproduction") else None
-    if board_repro is not None or local_repro is not None:
-        rows.append(_judge("aggregate", "reproduced", board_repro, local_repro, tolerances))
+    if board_repro is not None or local_repro is not None or "reproduce" in pending:
+        rows.append(_judge("aggregate", "reproduced", board_repro, local_repro, tolerances, pending))
     return rows
 
 
@@ -338,16 +390,47 @@ def _evaluate_option_names() -> set[str]:
     return {opt for action in _evaluate_parser()._actions for opt in action.option_strings}  # noqa: SLF001
 
 
-def _print_table(rows: list[dict[str, Any]]) -> None:
-    def fmt(v):
-        if v is None:
-            return "—"
-        return str(v) if isinstance(v, bool) or not isinstance(v, (int, float)) else f"{v:.4f}"
+def _cell(value: Any, metric: str = "") -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:.4g} ms" if metric == "latency_ms" else f"{value:.4f}"
 
-    print(f"{'task':<28} {'metric':<20} {'board':>8} {'local':>8}  verdict", file=sys.stderr)
-    for r in rows:
-        line = f"{r['task'][:28]:<28} {r['metric']:<20} {fmt(r['board']):>8} {fmt(r['local']):>8}  {r['verdict']}"
-        print(printable(line), file=sys.stderr)
+
+def _verdict_text(row: dict[str, Any]) -> str:
+    return f"{NOT_COMPARED}: {row['reason']}" if row.get("reason") else str(row["verdict"])
+
+
+def comparison_table(result: dict[str, Any]) -> str:
+    """The comparison as text: one line per number (the latency last, shown and never judged),
+    then the verdict."""
+    lines = [f"{'task':<28} {'metric':<20} {'board':>10} {'local':>10}  verdict"]
+    for r in result["comparisons"]:
+        lines.append(
+            f"{r['task'][:28]:<28} {r['metric']:<20} {_cell(r['board']):>10} {_cell(r['local']):>10}"
+            f"  {_verdict_text(r)}"
+        )
+    latency = result.get("latency_ms") or {}
+    lines.append(
+        f"{'aggregate':<28} {'latency_ms':<20} {_cell(latency.get('board'), 'latency_ms'):>10}"
+        f" {_cell(latency.get('local'), 'latency_ms'):>10}  not judged (depends on the machine)"
+    )
+    judged = [r for r in result["comparisons"] if r["verdict"] in ("agree", "disagree")]
+    skipped = len(result.get("not_compared") or [])
+    tail = f"{len(judged)} numbers compared" + (f", {skipped} not compared" if skipped else "")
+    head = f"{result['probe']}@v{result['version']} on {result['server']}"
+    if result["verdict"] == "agree":
+        lines.append(f"verdict: agree: {head} ({tail}, all within the protocol's tolerances)")
+    else:
+        lines.append(f"verdict: disagree: {head} ({tail}, {len(result['disagreements'])} outside)")
+    return "\n".join(printable(line) for line in lines) + "\n"
+
+
+def reproduce_summary(result: object) -> str:
+    """The command's text on a terminal (``--json`` prints the JSON report instead)."""
+    assert isinstance(result, dict)  # run_reproduce returns its report as a dict
+    return comparison_table(result)
 
 
 def _reference_download(*, server: str, ref_info: Any, dest: Path, token: str | None) -> dict[str, Any]:
@@ -387,6 +470,11 @@ def _evaluate_argv(
         argv.append(f"--protocol={protocol}")
     # otherwise evaluate's defaults are the workers' defaults (no dtype given on either side)
     targets = [ident(t["model"], "transfer model") for t in detail.get("transfer") or []]
+    # while the board's transfer runs are pending it shows no ρ_CE: nothing to compare a local
+    # re-fit on every target with, so none is made (a ρ_CE it does show is always checked)
+    measured = (detail.get("score") or {}).get("measurements") or {}
+    if "transfer" in _pending_on_board(detail) and measured.get("rho_ce") is None:
+        targets = []
     argv += ["--transfer-targets=" + ",".join(targets)] if targets else ["--no-transfer"]
     if detail["version"].get("reproduced") is None:
         argv += ["--no-reproduce"]
@@ -445,12 +533,17 @@ def run_reproduce(args: argparse.Namespace) -> dict:
             },
         }
     bad = [r for r in rows if r["verdict"] == "disagree"]
-    _print_table(rows)
     result["verdict"] = "agree" if not bad else "disagree"
     result["disagreements"] = [
         f"{r['metric']} on {r['task']}: board {r['board']}, local {r['local']} (tolerance {r['tolerance']})"
         for r in bad
     ]
+    result["not_compared"] = [
+        f"{r['metric']} on {r['task']}: {r['reason']}" for r in rows if r["verdict"] == NOT_COMPARED
+    ]
+    if not getattr(args, "json", False) and not sys.stdout.isatty():
+        # the JSON report goes to stdout (a file, a pipe): the table to the terminal beside it
+        sys.stderr.write(comparison_table(result))
     if bad:
         first = bad[0]
         more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""

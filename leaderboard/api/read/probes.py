@@ -204,6 +204,39 @@ class ProbeOutput(serializers.Serializer):
     pending_axes = serializers.SerializerMethodField(
         help_text="the axes still being measured: [{axis, done, total, label}] (empty: none)"
     )
+    replications = serializers.DictField(
+        source="receipts",
+        help_text="replicated elsewhere: {count, agree, differ, receipts: [{replicator_fingerprint,"
+        " replicator_public_key, submitter, verdict, runs_compared, max_abs_diff, created_at, bundle,"
+        " receipt, signature}]}; each receipt verifies offline: Ed25519 over its canonical JSON",
+    )
+    published_by = inline_serializer(
+        "PublishedBy",
+        fields={
+            "bundle": serializers.CharField(help_text="the bundle's id (SHA-256 of its manifest)"),
+            "board": serializers.CharField(),
+            "signer_fingerprint": serializers.CharField(),
+            "created_at": serializers.DateTimeField(),
+            "commit": serializers.CharField(),
+            "replication": serializers.CharField(
+                help_text="not started | replicating | replicated | differs"
+            ),
+            "replicated_here": serializers.BooleanField(),
+            "runs_published": serializers.IntegerField(allow_null=True),
+            "runs_compared": serializers.IntegerField(),
+            "max_abs_diff": serializers.FloatField(
+                allow_null=True, help_text="largest per-example |Δs| compared"
+            ),
+            "max_abs_diff_text": serializers.CharField(),
+            "differs": serializers.ListField(child=serializers.DictField(), help_text="[{run, why}]"),
+            "not_compared": serializers.ListField(
+                child=serializers.CharField(), help_text="runs with no per-example scores"
+            ),
+        },
+        allow_null=True,
+        help_text="null: measured on this board; else the signed bundle this version was imported from"
+        " (its numbers recomputed here from the published per-example scores)",
+    )
 
     @extend_schema_field(serializers.ListField(child=serializers.DictField()))
     def get_pending_axes(self, detail) -> list[dict]:

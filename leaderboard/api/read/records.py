@@ -13,6 +13,7 @@ from leaderboard.api.read.base import PublicReadApi
 from leaderboard.http import public_cache
 from leaderboard.models import holdouts_map
 from leaderboard.presentation import POLICY
+from leaderboard.selectors.bundles import bundles_list
 from leaderboard.selectors.cycles import (
     leakage_public_list,
     reevaluation_detail,
@@ -198,6 +199,41 @@ class ExamplesExportListApi(PublicReadApi):
     )
     def get(self, request):
         return Response(ExamplesExportOutput(examples_exports_list(), many=True).data)
+
+
+class BundleOutput(serializers.Serializer):
+    id = serializers.CharField(help_text="the SHA-256 of the bundle's manifest")
+    role = serializers.CharField(help_text="published (by this board) or imported")
+    board = serializers.CharField(help_text="the publishing board's name")
+    signer_fingerprint = serializers.CharField(
+        help_text="first 16 hex digits of the SHA-256 of the Ed25519 key"
+    )
+    commit = serializers.CharField()
+    code_version = serializers.CharField()
+    quarter = serializers.CharField(help_text="the quarterly cycle that published it, or empty")
+    created_at = serializers.DateTimeField()
+    entries = serializers.IntegerField()
+    bytes = serializers.IntegerField()
+    url = serializers.SerializerMethodField(help_text="the bundle file (published ones only)")
+
+    def get_url(self, obj) -> str | None:
+        return reverse("leaderboard:bundle_file", args=[obj.id]) if obj.path else None
+
+
+@public_cache
+class BundleListApi(PublicReadApi):
+    @extend_schema(
+        operation_id="bundles",
+        summary="Signed result bundles: this board's public entries with every per-example score, and those imported",
+        responses=BundleOutput(many=True),
+    )
+    def get(self, request):
+        return Response(
+            {
+                "public_key_url": reverse("leaderboard:board_key"),
+                "results": BundleOutput(bundles_list(), many=True).data,
+            }
+        )
 
 
 class QueueEntryOutput(serializers.Serializer):

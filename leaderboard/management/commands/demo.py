@@ -48,18 +48,25 @@ from django.db import close_old_connections, connection
 
 from evaluator.commands.client.transport import printable
 from evaluator.data.registry.tasks import EVAL_AWARENESS
+from evaluator.errors import EvaluatorError
+from leaderboard import artifacts, runner
+from leaderboard.errors import Conflict, ServiceError
 from leaderboard.management.commands.install_reference_probes import (
     SYSTEM_USER,
     entries_on_models,
+    harvest_cost,
     installed,
     manifest_entries,
+    submission_order,
     submit_entries,
     system_user,
 )
-from leaderboard.models import EvaluationRun, Submission
+from leaderboard.models import EvaluationRun, ProbeVersion, ResultBundle, Submission
 from leaderboard.policy import WORKER_QUEUES
 from leaderboard.selectors.progress import runs_progress
+from leaderboard.services.bundles import bundle_import
 from leaderboard.services.lifecycle import evaluation_runs_release
+from leaderboard.services.replication import replications_start
 from leaderboard.services.runs import enabled_models
 
 __all__ = ["SYSTEM_USER", "Command", "DemoLock", "demo_worker_name"]
@@ -188,6 +195,11 @@ class Command(BaseCommand):
         )
         parser.add_argument("--only", default="", help="comma-separated slugs of the manifest to submit")
         parser.add_argument(
+            "--fresh",
+            action="store_true",
+            help="measure every reference probe from nothing instead of opening from the committed bundle",
+        )
+        parser.add_argument(
             "--progress-every",
             type=float,
             default=30.0,
@@ -196,7 +208,16 @@ class Command(BaseCommand):
         )
 
     def handle(
-        self, *args, host, port, manifest=None, no_serve=False, only="", progress_every=30.0, **options
+        self,
+        *args,
+        host,
+        port,
+        manifest=None,
+        no_serve=False,
+        only="",
+        progress_every=30.0,
+        fresh=False,
+        **options,
     ):
         manifest_path = (
             Path(manifest)
@@ -205,6 +226,9 @@ class Command(BaseCommand):
         )
         entries = manifest_entries(manifest_path, only)
         self._root = Path(settings.REGISTRY_ROOT)  # the manifest's paths are relative to it
+        bundle = Path(settings.DEMO_BUNDLE)
+        self._bundle = None if fresh or only or manifest or not bundle.is_file() else bundle
+        self._imported: list[int] = []
         data_dir = Path(settings.DATA_DIR)
         lock = DemoLock(data_dir).acquire(host=host, port=port)
         if lock.stale:
@@ -272,13 +296,63 @@ class Command(BaseCommand):
                 f"{len(skipped)} reference probe(s) on base models not enabled here left out"
                 f" ({', '.join(e['slug'] for e in skipped)}); name their models in MODELS= to include them"
             )
+        if self._bundle is not None:
+            entries = self._open_from_bundle(entries)
         first = [e for e in entries if e.get("role") == EVAL_AWARENESS]
         rest = [e for e in entries if e.get("role") != EVAL_AWARENESS]
         self.stdout.write(f"submitting {len(first)} eval-awareness reference probe(s) first")
         ids = submit_entries(first, self._root, write=self.stdout.write)
         self.stdout.write(f"submitting {len(rest)} more reference probe(s)")
         ids += submit_entries(rest, self._root, write=self.stdout.write)
-        return ids
+        return self._imported + ids
+
+    def _open_from_bundle(self, entries: list[dict]) -> list[dict]:
+        """Import the committed bundle's entries (services.bundles: every number recomputed from its
+        per-example scores), then plan their replication here at the lowest priority, in the
+        install's order (one entry of every category first, the cheapest first). Returns the
+        manifest entries it did not hold, to be submitted and measured as usual."""
+        assert self._bundle is not None  # handle() sets it
+        enabled = set(enabled_models().values_list("slug", flat=True))
+        started = time.monotonic()
+        try:
+            report = bundle_import(self._bundle, models=enabled)
+        except Conflict:
+            report = None  # imported by an earlier run of the demo
+        except (EvaluatorError, ServiceError) as exc:
+            self.stderr.write(f"the committed bundle was not imported ({exc}); measuring from nothing")
+            return entries
+        by_sha = {
+            v.artifact_sha256: v
+            for v in ProbeVersion.objects.filter(bundle__isnull=False).select_related("probe", "submission")
+        }
+        shas = {
+            e["slug"]: artifacts.sha256_bytes((self._root / e["path"] / "probe.safetensors").read_bytes())
+            for e in entries
+        }
+        held = [e for e in entries if shas[e["slug"]] in by_sha]
+        categories = {e["slug"]: by_sha[shas[e["slug"]]].probe.category_id for e in held}
+        costs = {
+            e["slug"]: harvest_cost(
+                json.loads((self._root / e["path"] / "probe.json").read_text()), runner.registry()
+            )
+            for e in held
+        }
+        versions = [by_sha[shas[e["slug"]]] for e in submission_order(held, categories, costs)]
+        self._imported = [v.submission.pk for v in versions]
+        if report is not None:
+            row = ResultBundle.objects.get(id=report["bundle"])
+            self.stdout.write(
+                f"opened from the committed bundle {row.id[:12]} (measured by {row.board} at commit"
+                f" {row.commit[:12] or 'unknown'}, {row.created_at:%Y-%m-%d}): {len(report['imported'])} reference"
+                f" entries on the board in {time.monotonic() - started:.0f} s, marked published, not yet replicated here"
+            )
+        made = replications_start(versions)
+        if made:
+            self.stdout.write(
+                f"replicating them here: {made} run(s) queued behind anything you submit, one entry of every"
+                " category first, the cheapest first"
+            )
+        return [e for e in entries if e not in held]
 
     def _feed(self, entries: list[dict], every: float) -> None:
         """The serving demo's second thread: submit, then report progress until stopped."""
@@ -314,9 +388,22 @@ class Command(BaseCommand):
         failed = sum(s == Submission.Status.FAILED for s in subs.values())
         runs = runs_progress(workers=1)
         c = runs.counts
+        replicated = ""
+        if self._imported:
+            states = [
+                (r or {}).get("state")
+                for r in ProbeVersion.objects.filter(submission__pk__in=self._imported).values_list(
+                    "replication", flat=True
+                )
+            ]
+            differs = states.count("differs")
+            replicated = f"; replicated here: {states.count('replicated')} of {len(states)}" + (
+                f" ({differs} differ)" if differs else ""
+            )
         return (
             f"reference probes scored: {scored} of {len(ids)}"
             + (f" ({failed} failed)" if failed else "")
+            + replicated
             + f"; runs: {c[Run.Status.QUEUED]} queued / {c[Run.Status.RUNNING]} running"
             f" / {c[Run.Status.SUCCEEDED]} done / {c[Run.Status.FAILED]} failed"
             f"; estimated time left {runs.eta_text()}"
