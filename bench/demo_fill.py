@@ -97,6 +97,7 @@ def snapshot() -> dict:
             if s.status == "failed"
         ],
         "scored_categories": sorted(scored_categories),
+        "imported": len(imported),
         "replicated": sum(state == "replicated" for state in states.values()),
         "differ": sum(state == "differs" for state in states.values()),
         "replicated_categories": sorted(
@@ -218,12 +219,15 @@ def main(argv: list[str] | None = None) -> int:
             if marks["primary_all_s"] is None and settled:
                 marks["primary_all_s"] = elapsed
             busy = snap["runs"].get("queued", 0) + snap["runs"].get("running", 0)
-            if marks["all_runs_s"] is None and settled and busy == 0:
+            # opened from a bundle: done once every imported entry's replication has a verdict
+            replicating = args.from_bundle and snap["replicated"] + snap["differ"] < snap["imported"]
+            if marks["all_runs_s"] is None and settled and busy == 0 and not replicating:
                 marks["all_runs_s"] = elapsed
                 break
             print(
                 f"[{elapsed:7.0f}s] scored {snap['scored']}/{len(entries)}, failed {len(snap['failed'])}, "
                 f"categories {len(snap['scored_categories'])}/{len(categories)}, runs {snap['runs']}, "
+                f"replicated {snap['replicated']}/{snap['imported']} ({snap['differ']} differ), "
                 f"load {loads[-1]:.1f}",
                 file=sys.stderr,
             )

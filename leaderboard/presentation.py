@@ -336,9 +336,13 @@ FLAT_RULE = (
 )
 
 
-def flat_column_note(key: str, *, value: float, n: int, weight: float | None, imputed: int = 0) -> str:
+def flat_column_note(
+    key: str, *, value: float, n: int, weight: float | None, imputed: int = 0, pending: int = 0
+) -> str:
     """What the board says about a column whose ``n`` entries all show ``value`` (``imputed`` of
-    them imputed, not measured)."""
+    them imputed, not measured; ``pending`` entries of the board with the column's runs still
+    queued or running). A column imputed for every entry was measured on none: it says pending
+    while runs of it are open, not measured otherwise, never that the entries are equal."""
     if weight:
         effect = (
             f"it counts in the ProbeScore (weight {weight:.2f}), adding the same {weight * value:.3f} to every "
@@ -346,10 +350,24 @@ def flat_column_note(key: str, *, value: float, n: int, weight: float | None, im
         )
     else:
         effect = "it is not part of the ProbeScore"
-    which = (
-        "; imputed for every entry" if imputed == n else (f"; {imputed} of them imputed" if imputed else "")
-    )
-    return f"all {n} entries equal ({value:.3f}{which}): this column does not separate them; {effect}"
+    if imputed == n and pending:
+        return (
+            f"pending: measured on none of the {n} entries yet ({pending} with its runs queued or running);"
+            f" until then each shows the imputed {value:.3f}; {effect}"
+        )
+    if imputed == n:
+        return f"not measured on any of the {n} entries: each shows the imputed {value:.3f}; {effect}"
+    which = f"; {imputed} of them imputed" if imputed else ""
+    more = f"; {pending} more pending" if pending and not imputed else ""
+    return f"all {n} entries equal ({value:.3f}{which}{more}): this column does not separate them; {effect}"
+
+
+def flat_column_short(*, n: int, imputed: int = 0, pending: int = 0, **_: object) -> str:
+    """The word under a flat column's header: pending or not measured when no entry has it
+    measured (:func:`flat_column_note`), else that its entries are all equal."""
+    if imputed == n:
+        return "pending" if pending else "not measured"
+    return "all equal"
 
 
 # --------------------------------------------------------------------------- the methodology in prose
@@ -387,6 +405,58 @@ def methodology_html() -> SafeString:
     """docs/METHODOLOGY.md as HTML, safe to insert as it is: markdown-it escaped any raw HTML in
     it (rendered again when the file changes)."""
     return mark_safe(_methodology_html(METHODOLOGY_PATH, METHODOLOGY_PATH.stat().st_mtime_ns))  # noqa: S308
+
+
+#: where a page wants its table of contents (:func:`contents_insert`)
+CONTENTS_MARK = "<!--contents-->"
+_HEADING = re.compile(r'<h([23])\b([^>]*)\bid="([^"]+)"([^>]*)>(.*?)</h\1>', re.S)
+_TAG = re.compile(r"<[^>]+>")
+#: the class of a heading whose section holds the h2 headings after it (the methodology's "numbers
+#: in force"): the contents list those under it
+CONTENTS_GROUP = "contents-group"
+
+
+def contents_html(page: str) -> str:
+    """A table of contents of ``page`` (rendered HTML): a list of links to every ``h2`` and
+    ``h3`` with an id, in page order, each ``h3`` under the ``h2`` before it, and every ``h2``
+    after a heading of class ``CONTENTS_GROUP`` under that heading. The heading texts are the
+    page's own (already escaped), less any tags inside them."""
+    items: list[tuple[str, str, list[tuple[str, str]]]] = []
+    grouped = False
+    for level, before, anchor, after, inner in _HEADING.findall(page):
+        text = " ".join(_TAG.sub("", inner).split())
+        group = CONTENTS_GROUP in f"{before} {after}"
+        if level == "2" and (group or not grouped):
+            items.append((anchor, text, []))
+            grouped = grouped or group
+        elif items and (level == "3") != grouped:
+            items[-1][2].append((anchor, text))
+    out = ['<ol class="toc">']
+    for anchor, text, children in items:
+        nested = "".join(f'<li><a href="#{a}">{t}</a></li>' for a, t in children)
+        out.append(f'<li><a href="#{anchor}">{text}</a>{f"<ol>{nested}</ol>" if nested else ""}</li>')
+    out.append("</ol>")
+    return "".join(out)
+
+
+def contents_insert(page: str) -> str:
+    """``page`` with its table of contents (:func:`contents_html`) where it marks one
+    (``CONTENTS_MARK``); a page without the mark is returned as it is."""
+    if CONTENTS_MARK not in page:
+        return page
+    return page.replace(CONTENTS_MARK, contents_html(page), 1)
+
+
+#: drafting history a registry description may carry in parentheses ("... a leftover of a later
+#: draft"): it names drafts that were never published, so a reader cannot place it; the pages
+#: leave it out (the registry file, hashed and published as it is, keeps it)
+_DRAFT_HISTORY = re.compile(r"\s*\([^()]*\bdraft\)")
+
+
+def spec_description_shown(description: str) -> str:
+    """A weights spec's description as the pages show it: without drafting history in
+    parentheses (``_DRAFT_HISTORY``)."""
+    return _DRAFT_HISTORY.sub("", description)
 
 
 def duration_text(seconds: float | None) -> str:

@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 from django.db.models import Prefetch
 
 from evaluator.data.registry.tasks import EVAL_AWARENESS
+from evaluator.data.registry.weights import COMPONENTS
 from evaluator.metrics import metric_table
 from evaluator.metrics.breakdown import MIN_ROWS_PER_CLASS
 from evaluator.metrics.in_domain import IN_DOMAIN_TASKS_KEY, SIDES, SPLIT_METRICS
 from evaluator.metrics.records import TaskRecord
+from leaderboard.axes import axes_enabled, axis
 from leaderboard.models import (
     BaseModel,
     CycleResult,
@@ -22,9 +24,10 @@ from leaderboard.models import (
     WeightsSpec,
 )
 from leaderboard.policy import STABILITY_MIN_QUARTERS, spec_version_key
+from leaderboard.presentation import COMPONENT_LABELS
 from leaderboard.selectors.board.query import resolve_spec, weights_spec_list
 from leaderboard.selectors.board.rows import parse_ci
-from leaderboard.selectors.progress import pending_axes
+from leaderboard.selectors.progress import AxisState, axis_of_column, axis_states
 from leaderboard.selectors.shared import ea_reference_version, tasks_applicable
 
 
@@ -112,6 +115,8 @@ class ProbeDetail:
     not_applicable: dict[str, str] = field(default_factory=dict)
     #: its axes still being measured (selectors.progress): [PendingAxis]
     pending_axes: list = field(default_factory=list)
+    #: each of its shown axes and where its runs stand (selectors.progress.axis_states)
+    axes: dict[str, AxisState] = field(default_factory=dict)
     #: the eval-awareness reference its auroc_ea is measured against (ea_reference_summary); read
     #: only when asked for (the probe API)
     ea_reference: dict | None = None
@@ -195,6 +200,128 @@ class ProbeDetail:
             )
         return {"state": state, "tasks": m.get(IN_DOMAIN_TASKS_KEY) or [], "rows": rows}
 
+    def _axis(self, kind: str) -> AxisState:
+        return self.axes.get(kind) or AxisState(kind)
+
+    def _axis_pending_text(self, kind: str) -> str:
+        state = self._axis(kind)
+        return (
+            f"pending: its {kind} runs are queued or running ({state.done} of {state.total} finished);"
+            " this fills in once they have"
+        )
+
+    def _axis_unmeasured_text(self, kind: str, *, not_applicable: str, empty: str) -> str:
+        """What a section of ``kind`` says while it shows no number: pending while its runs are
+        queued or running; why not once they failed or gave none; ``not_applicable`` only when no
+        run was planned because the axis does not apply (an axis turned off on this board says so)."""
+        state = self._axis(kind)
+        if state.pending:
+            return self._axis_pending_text(kind)
+        if state.all_failed:
+            return f"not measured: its {kind} run{'s' if state.total > 1 else ''} failed"
+        if state.planned:
+            return empty
+        if kind not in {a.name for a in axes_enabled()}:
+            return f"not measured: this board does not run the {axis(kind).label.lower()} axis"
+        return not_applicable
+
+    @property
+    def section_notes(self) -> dict[str, str]:
+        """What each axis's section of the probe page says while it holds no number: one true
+        statement (pending, failed, or why it does not apply), from the axis's runs."""
+        return {
+            "steer": self._axis_unmeasured_text(
+                "steer",
+                not_applicable="n/a: not measured (direction utility needs a linear probe on a decoder model"
+                " and a task with a behavioural readout)",
+                empty="not measured: no task's behavioural readout was read on this model",
+            ),
+            "stress": self._axis_unmeasured_text(
+                "stress",
+                not_applicable="n/a: not measured (no task of this probe has a stress split, e.g. only"
+                " on-policy tasks)",
+                empty="not measured: its stress runs gave no result",
+            ),
+            "robustness": self._axis_unmeasured_text(
+                "robustness",
+                not_applicable="n/a: not measured (under protocol p1, a contrast-pair probe or an encoder"
+                " base model, which the suffix attack does not apply to)",
+                empty="not measured: its robustness runs gave no result",
+            ),
+            "transfer": self._axis_unmeasured_text(
+                "transfer",
+                not_applicable="No transfer measured: the probe has no recipe, so it cannot be re-fit on"
+                " other models (the transfer component takes its default, marked imputed)"
+                if not self.version.recipe
+                else "No transfer measured: its recipe cannot be re-fit on another base model (the"
+                " transfer component takes its default, marked imputed)",
+                empty="No transfer measured",
+            ),
+        }
+
+    @property
+    def reproduction_run_failed(self) -> bool:
+        """The recipe's re-run failed (its error is all the version records): not a recipe that
+        did not reproduce."""
+        r = self.version.reproduction
+        return isinstance(r, dict) and "error" in r and "reproduced" not in r
+
+    @property
+    def reproduction_text(self) -> str:
+        """The reproduction's state in words: reproduced, did not reproduce, pending while its run is
+        queued or running, not run (no recipe) only when there is no recipe, else why not."""
+        if self.reproduction_run_failed:
+            return "not run: its run failed"
+        if self.version.reproduced is not None:
+            return "reproduced" if self.version.reproduced else "did not reproduce"
+        state = self._axis("reproduce")
+        if state.pending:
+            return "pending: its run is queued or running"
+        if not self.version.recipe:
+            return "not run (no recipe)"
+        if state.all_failed:
+            return "not run: its run failed"
+        if state.planned:
+            return "not run"
+        if "reproduce" not in {a.name for a in axes_enabled()}:
+            return "not run: this board does not re-run recipes"
+        return "not run: the recipe cannot be re-run on this base model"
+
+    @property
+    def components(self) -> list[dict]:
+        """The shown Score's components as the probe page lists them: name, label, the stored
+        component (``c``), whether the axis that would measure an imputed one is still running
+        (``pending``) and the note: why it is imputed, from the axis's own reason (the Score's
+        measurements), pending while its runs are queued or running."""
+        if self.score is None:
+            return []
+        stored = self.score.components or {}
+        reasons = (self.score.measurements or {}).get("imputed") or {}
+        rows = []
+        for name in COMPONENTS:
+            c = stored.get(name) or {}
+            kind = axis_of_column(name)
+            pending = bool(c.get("imputed")) and kind is not None and self._axis(kind).pending
+            note, reason = c.get("note") or "", reasons.get(name) or ""
+            if pending and not (reason.startswith("pending") and reason in note):
+                # its own reason ("pending: transfer to … not measured yet"), not the default's
+                note = reason if reason.startswith("pending") else self._axis_pending_text(str(kind))
+            elif c.get("imputed") and reason.startswith("pending"):
+                # stored while its runs were open; they have finished since, the rescore follows
+                note = f"{note}: its runs have finished, the score is recomputed from them"
+            elif c.get("imputed") and reason and reason not in note:
+                note = f"{note}: {reason}" if note else reason
+            rows.append(
+                {
+                    "name": name,
+                    "label": COMPONENT_LABELS[name],
+                    "c": stored.get(name),
+                    "pending": pending,
+                    "note": note,
+                }
+            )
+        return rows
+
     @property
     def version_numbers(self) -> list[int]:
         return [v.number for v in self.versions]
@@ -226,6 +353,16 @@ class ProbeDetail:
         if not env:
             return ""
         return environment_label(env).split(" · ", 1)[-1]
+
+
+def _transfer_state(state: AxisState, model: str) -> str:
+    """Where the transfer to ``model`` stands while no Pearson is stored for it: pending (its run
+    queued or running), failed, or not measured."""
+    if model in state.open_models:
+        return "pending"
+    if model in state.failed_models:
+        return "failed"
+    return "not measured"
 
 
 def ea_reference_summary(*, probe: Probe) -> dict | None:
@@ -291,8 +428,14 @@ def probe_detail(
     measurements = (score.measurements if score else None) or {}
     transfer_raw = measurements.get("transfer") or {}
     model_names = dict(BaseModel.objects.values_list("slug", "name"))
+    states = axis_states(version_id=chosen.pk)
     transfer = [
-        {"model": target, "name": model_names.get(target, target), "pearson": value}
+        {
+            "model": target,
+            "name": model_names.get(target, target),
+            "pearson": value,
+            "state": _transfer_state(states["transfer"], target) if value is None else "measured",
+        }
         for target, value in sorted(transfer_raw.items())
     ]
     declared = []
@@ -324,7 +467,8 @@ def probe_detail(
         declared=declared,
         model_names=model_names,
         not_applicable=dict(sorted(tasks_applicable(version=chosen)[1].items())),
-        pending_axes=pending_axes(version_ids=[chosen.pk]).get(chosen.pk, []),
+        pending_axes=[state.progress for state in states.values() if state.pending],
+        axes=states,
         ea_reference=ea_reference_summary(probe=probe) if ea_reference else None,
     )
 

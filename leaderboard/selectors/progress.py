@@ -3,6 +3,7 @@ demo's terminal (runs by status, an estimate of the time left from measured run 
 failures with their reasons).
 
     pending_by_category   open submissions per category: "3 reference probes being measured"
+    pending_on_task       the same for one task: the open submissions with a run on it
     runs_progress         runs by status and the estimated time left (``RunsProgress``)
     failures_public       failed submissions of reference probes, with their reasons
     pending_axes          per probe version, the axes still being measured (those of
@@ -11,6 +12,9 @@ failures with their reasons).
                           (transfer, reproduce, steer...) wait on the secondary queue; the board
                           rows, the probe page and the probe API say which are pending and how
                           far along ("transfer 1/2, steer pending")
+    axis_states           per axis of one probe version, its runs counted (pending, failed, none
+                          planned): what the probe page says of a section with no number yet
+    axis_of_column        the axis whose runs fill a ProbeScore component or a board column
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from evaluator.metrics import metric_table
 from leaderboard.axes import AXES, KINDS, PRIMARY_KINDS
 from leaderboard.models import EvaluationRun, Submission
 
@@ -68,6 +73,22 @@ def pending_by_category() -> dict[str, Pending]:
         r["probe_version__probe__category_id"]: Pending(r["total"], r["running"], r["reference"])
         for r in rows
     }
+
+
+def pending_on_task(*, task: str) -> Pending | None:
+    """The open submissions with a run on ``task`` (outside any cycle), counted as
+    :func:`pending_by_category` counts a category's, ``running`` those with a run on it executing
+    (one query); None when there is none."""
+    on_task = Run.objects.filter(task_id=task, cycle=None)
+    running = on_task.filter(status=Run.Status.RUNNING).values("probe_version")
+    found = Submission.objects.filter(
+        status__in=OPEN, probe_version__in=on_task.values("probe_version")
+    ).aggregate(
+        total=Count("pk"),
+        running=Count("pk", filter=Q(probe_version__in=running)),
+        reference=Count("pk", filter=Q(probe_version__probe__is_reference=True)),
+    )
+    return Pending(found["total"], found["running"], found["reference"]) if found["total"] else None
 
 
 @dataclass
@@ -260,6 +281,86 @@ def pending_axes(*, version_ids: list[int]) -> dict[int, list[PendingAxis]]:
     """Probe version id → its axes with runs still queued or running (absent: none)."""
     rows = _counted(Run.objects.filter(probe_version_id__in=version_ids).values("probe_version_id", "kind"))
     return _pending((r["probe_version_id"], r["kind"], r["total"], r["done"]) for r in rows)
+
+
+@dataclass(frozen=True)
+class AxisState:
+    """Where one axis of a probe version stands, from its runs outside any cycle: how many there
+    are, how many have finished and how many of those failed, and the base models of its runs
+    still open and of those that failed (a transfer run's target). What a page may say of the axis
+    follows from it: ``pending`` while a run is queued or running, ``all_failed`` when every run
+    finished and failed, ``planned`` once it has any run (an axis with none was never planned:
+    it does not apply to the probe, or it is turned off)."""
+
+    axis: str
+    total: int = 0
+    done: int = 0
+    failed: int = 0
+    open_models: frozenset[str] = frozenset()
+    failed_models: frozenset[str] = frozenset()
+
+    @property
+    def planned(self) -> bool:
+        return self.total > 0
+
+    @property
+    def pending(self) -> bool:
+        return self.done < self.total
+
+    @property
+    def all_failed(self) -> bool:
+        return self.planned and self.failed == self.total
+
+    @property
+    def progress(self) -> PendingAxis:
+        return PendingAxis(axis=self.axis, done=self.done, total=self.total)
+
+
+def axis_states(*, version_id: int) -> dict[str, AxisState]:
+    """Each shown axis of a probe version (``SHOWN``, in that order, every one present: an axis
+    with no run has ``total`` 0) with its runs counted by state (one query)."""
+    rows = (
+        Run.objects.filter(probe_version_id=version_id, cycle=None, kind__in=SHOWN)
+        .values_list("kind", "base_model_id", "status")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    counts: dict[str, Counter] = defaultdict(Counter)
+    models: dict[str, dict[str, set[str]]] = defaultdict(lambda: {"open": set(), "failed": set()})
+    for kind, model, status, n in rows:
+        counts[kind]["total"] += n
+        if status in FINISHED:
+            counts[kind]["done"] += n
+        else:
+            models[kind]["open"].add(model)
+        if status == Run.Status.FAILED:
+            counts[kind]["failed"] += n
+            models[kind]["failed"].add(model)
+    return {
+        kind: AxisState(
+            kind,
+            counts[kind]["total"],
+            counts[kind]["done"],
+            counts[kind]["failed"],
+            frozenset(models[kind]["open"]),
+            frozenset(models[kind]["failed"]),
+        )
+        for kind in SHOWN
+    }
+
+
+def axis_of_column(key: str) -> str | None:
+    """The axis (run kind, one of ``SHOWN``) whose runs fill a ProbeScore component or a board
+    column (``key``: a component's name or a metric table column's key), read from the metric
+    rows each axis declares; None for a column no such axis fills (the reference's AUROC-EA)."""
+    for a in AXES:
+        if not a.shown_pending:
+            continue
+        for name in a.metric_rows:
+            m = metric_table.metric(name)
+            if key in (name, m.component, m.column.key if m.column else None):
+                return a.name
+    return None
 
 
 def board_pending_attach(rows) -> None:

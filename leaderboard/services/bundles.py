@@ -144,9 +144,11 @@ def _entry_runs(version: ProbeVersion) -> list[EvaluationRun | PublishedRun]:
     )
 
 
-def bundle_export(*, out: Path | None = None, quarter: str = "") -> ResultBundle:
+def bundle_export(*, out: Path | None = None, quarter: str = "", commit: str = "") -> ResultBundle:
     """Write every public entry (each probe's latest scored version, deprecated ones included) to
-    one signed bundle, at ``out`` or ``DATA_DIR/bundles/<id>.tar``, and record it."""
+    one signed bundle, at ``out`` or ``DATA_DIR/bundles/<id>.tar``, and record it. ``commit``: the
+    code commit the entries were measured at, when it is not this checkout's (a bundle exported
+    from another checkout's data directory)."""
     from leaderboard.selectors.shared import scored_versions_all
 
     versions = scored_versions_all()
@@ -200,7 +202,7 @@ def bundle_export(*, out: Path | None = None, quarter: str = "") -> ResultBundle
     manifest: dict[str, Any] = {
         "board": {"name": settings.SITE_NAME, "url": settings.BUNDLE_BOARD_URL},
         "created_at": created_at.isoformat(),
-        "commit": _commit(),
+        "commit": commit or _commit(),
         "code_version": CODE_VERSION,
         "quarter": quarter,
         "context": {

@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from leaderboard.models import EvaluationRun, ReferenceUpdate, Submission
@@ -89,6 +90,11 @@ def evaluation_runs_reconcile(*, now=None, dispatch: Callable[[int], None] | Non
     - running runs with no heartbeat for RUN_HEARTBEAT_TIMEOUT_S → back to queued, re-published;
     - queued runs not started for RUN_REQUEUE_AFTER_S (e.g. the broker lost them) → re-published.
     The conditional claim makes a duplicate message a no-op, so re-publishing never runs twice.
+
+    A run put back keeps its ``queued_at``: its place in the queue (``evaluation_run_next`` takes
+    the oldest first) is where it was first queued, not where it was put back. What the reconciler
+    reads to know when a queued run was last published is its ``heartbeat_at`` (set when it is put
+    back or re-published; a worker sets it again when it claims the run).
     """
     dispatch = dispatch or evaluation_run_publish
     now = now or timezone.now()
@@ -108,15 +114,15 @@ def evaluation_runs_reconcile(*, now=None, dispatch: Callable[[int], None] | Non
         if (
             run_held(run)
             .filter(heartbeat_at__lt=stale_before)
-            .update(status=Run.Status.QUEUED, queued_at=now, step="re-queued: worker lost", worker_host="")
+            .update(status=Run.Status.QUEUED, heartbeat_at=now, step="re-queued: worker lost", worker_host="")
         ):
             report["requeued_dead"].append(run.pk)
-    for run_id in Run.objects.filter(status=Run.Status.QUEUED, queued_at__lt=requeue_before).values_list(
-        "pk", flat=True
-    ):
-        if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED, queued_at__lt=requeue_before).update(
-            queued_at=now
-        ):
+    # queued for a while and not published since (heartbeat_at: when it was last published)
+    unpublished = Q(queued_at__lt=requeue_before) & (
+        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=requeue_before)
+    )
+    for run_id in Run.objects.filter(unpublished, status=Run.Status.QUEUED).values_list("pk", flat=True):
+        if Run.objects.filter(unpublished, pk=run_id, status=Run.Status.QUEUED).update(heartbeat_at=now):
             report["republished"].append(run_id)
     for run_id in report["requeued_dead"] + report["republished"]:
         dispatch(run_id)
@@ -133,8 +139,10 @@ def evaluation_runs_reconcile(*, now=None, dispatch: Callable[[int], None] | Non
 def evaluation_runs_release(*, worker_host: str, dispatch: Callable[[int], None] | None = None) -> list[int]:
     """Put back in the queue, and re-publish, the runs still marked running by ``worker_host``, a
     worker the caller knows is gone (it stopped it, or holds the lock that worker ran under), so
-    they need not wait RUN_HEARTBEAT_TIMEOUT_S for the reconciler. The attempt counter is kept: a
-    late write of the old attempt can never match the next one. Returns the re-queued run ids."""
+    they need not wait RUN_HEARTBEAT_TIMEOUT_S for the reconciler. A run keeps its place in the
+    queue (its ``queued_at``: a run interrupted just before it finished is taken again before the
+    runs queued after it). The attempt counter is kept: a late write of the old attempt can never
+    match the next one. Returns the re-queued run ids."""
     if not worker_host:
         return []
     dispatch = dispatch or evaluation_run_publish
@@ -143,7 +151,7 @@ def evaluation_runs_release(*, worker_host: str, dispatch: Callable[[int], None]
     for run in Run.objects.filter(status=Run.Status.RUNNING, worker_host=worker_host):
         if run_held(run).update(
             status=Run.Status.QUEUED,
-            queued_at=now,
+            heartbeat_at=now,  # published now (the reconciler need not publish it again)
             progress=0.0,
             step="re-queued: its worker was stopped",
             worker_host="",

@@ -17,7 +17,7 @@ from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from evaluator.metrics import metric_table
-from leaderboard.presentation import duration_text
+from leaderboard.presentation import duration_text, spec_description_shown
 from leaderboard.templatetags.progress import pending_axes_html
 
 register = template.Library()
@@ -32,6 +32,20 @@ def num(value, digits=3):
         return f"{float(value):.{int(digits)}f}"
     except (TypeError, ValueError):
         return str(value)
+
+
+@register.filter
+def breakable(value) -> SafeString:
+    """A header label escaped, with a line-break opportunity after each "/" and before each "@"
+    ("Lift/text", "Recall@1%FPR"), so a narrow column's header wraps there rather than widening it."""
+    text = str(escape(value))
+    return mark_safe(text.replace("/", "/<wbr>").replace("@", "<wbr>@"))  # noqa: S308 - escaped above
+
+
+@register.filter
+def spec_description(value) -> str:
+    """A weights spec's description as the pages show it (presentation.spec_description_shown)."""
+    return spec_description_shown(str(value or ""))
 
 
 @register.filter

@@ -1,5 +1,6 @@
-"""The web submission form: the same fields as the API's metadata JSON, validated server-side by
-the same service (errors come back next to the field they concern)."""
+"""The web submission form: the same fields as the API's metadata JSON, or that JSON itself (the
+probe.json ``python -m evaluator train`` writes, uploaded as the API takes it), validated
+server-side by the same service (errors come back next to the field they concern)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,23 @@ from django.contrib.auth.forms import UserCreationForm
 
 from evaluator.core.applicability import INPUTS, OUTPUTS, POSITIONS
 from leaderboard.accounts import username_reserved
+from leaderboard.errors import ServiceError
 from leaderboard.models import BaseModel, Category, License, Task
+from leaderboard.validation import parse_json_field
+
+#: the fields a metadata file (probe.json) replaces: required only without one
+DESCRIBED_BY_METADATA = ("name", "category", "base_model", "layer", "position", "input", "output", "license")
 
 
 class SubmissionForm(forms.Form):
     artifact = forms.FileField(help_text="probe.safetensors (never a pickle)")
+    metadata = forms.FileField(
+        required=False,
+        label="Metadata (probe.json)",
+        help_text="the probe.json `python -m evaluator train` wrote beside the artifact, or any metadata JSON"
+        " the API takes: it describes the probe (and carries its recipe), so the fields below are then not"
+        " read, except a recipe given below and the probe id of a new version",
+    )
     name = forms.CharField(max_length=160)
     category = forms.ModelChoiceField(queryset=Category.objects.all(), to_field_name="slug")
     base_model = forms.ModelChoiceField(
@@ -63,8 +76,43 @@ class SubmissionForm(forms.Form):
         max_length=120, required=False, help_text="your probe's slug, to upload a new version"
     )
 
-    def metadata(self) -> dict:
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.files.get("metadata"):  # the file describes the probe: its fields are not asked for
+            for name in DESCRIBED_BY_METADATA:
+                self.fields[name].required = False
+
+    @property
+    def described_by_file(self) -> bool:
+        """Whether an uploaded metadata file (probe.json) describes the probe."""
+        return bool(self.files.get("metadata"))
+
+    def clean_metadata(self) -> dict | None:
+        """The uploaded probe.json parsed as the API parses its metadata field (size, depth, strict
+        JSON); its content is checked by the service like any metadata."""
+        upload = self.cleaned_data.get("metadata")
+        if not upload:
+            return None
+        try:
+            document = parse_json_field(upload, "metadata")
+        except ServiceError as exc:
+            raise forms.ValidationError(exc.message, code="invalid") from None
+        if not isinstance(document, dict):
+            raise forms.ValidationError(
+                "metadata: must be a JSON object, like the probe.json `python -m evaluator train` writes",
+                code="invalid",
+            )
+        return document
+
+    def metadata_document(self) -> dict:
+        """The metadata JSON the service validates: the uploaded probe.json (with the probe id of a
+        new version, when given in the form), else the form's fields."""
         d = self.cleaned_data
+        if d.get("metadata") is not None:
+            meta = dict(d["metadata"])
+            if d.get("probe"):
+                meta["probe"] = d["probe"]
+            return meta
         meta = {
             "name": d["name"],
             "category": d["category"].slug,

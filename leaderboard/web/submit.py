@@ -18,7 +18,8 @@ from leaderboard.services.tokens import api_token_create, api_token_revoke
 from leaderboard.web.forms import SignupForm, SubmissionForm
 from probebench.security import form_throttled
 
-# form field that shows a service error about a metadata key
+# form field that shows a service error about a metadata key (without a metadata file: with one,
+# the file's field shows them)
 FIELD_FOR: dict[str | None, str | None] = {
     "training_data": "training_tasks",
     "trained_on": "trained_on",
@@ -49,13 +50,20 @@ def submit(request):
             submission = submission_create(
                 user=request.user,
                 artifact=form.cleaned_data["artifact"],
-                metadata=form.metadata(),
+                metadata=form.metadata_document(),
                 recipe=form.cleaned_data["recipe"] or None,
                 via="web",
             )
         except ServiceError as exc:
             refused = exc
             field = FIELD_FOR.get(exc.field, exc.field)
+            # a key of the uploaded probe.json: said next to the file (the probe id of a new
+            # version stays at its own field when it was given there)
+            own_field = exc.field in ("artifact", "recipe") or (
+                exc.field == "probe" and bool(form.cleaned_data.get("probe"))
+            )
+            if form.described_by_file and not own_field:
+                field = "metadata"
             form.add_error(field if field in form.fields else None, exc.message)
             if "existing_url" in exc.extra:
                 messages.info(request, f"The existing probe: {exc.extra['existing_url']}")

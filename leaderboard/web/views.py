@@ -15,7 +15,6 @@ from django.core.paginator import Paginator
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import render
 
-from evaluator.data.registry.weights import COMPONENTS
 from evaluator.errors import EvaluatorError
 from evaluator.metrics import metric_table
 from evaluator.metrics.records import AggregateRecord
@@ -24,12 +23,13 @@ from leaderboard.http import public_cache
 from leaderboard.inputs import CompareQueryInput, ProbeQueryInput, board_query, query_parse
 from leaderboard.policy import SATURATED_AUROC
 from leaderboard.presentation import (
-    COMPONENT_LABELS,
     FLAT_RULE,
     POLICY,
     column_help_list,
     column_tooltip,
+    contents_insert,
     flat_column_note,
+    flat_column_short,
     methodology_html,
 )
 from leaderboard.selectors import cycles, registry
@@ -47,7 +47,12 @@ from leaderboard.selectors.cycles import (
 )
 from leaderboard.selectors.exports import examples_export_path, examples_exports_list
 from leaderboard.selectors.probes import artifact_version_get, probe_detail
-from leaderboard.selectors.progress import board_pending_attach, failures_public, pending_by_category
+from leaderboard.selectors.progress import (
+    board_pending_attach,
+    failures_public,
+    pending_by_category,
+    pending_on_task,
+)
 from leaderboard.selectors.registry import base_model_detail, base_model_list, task_detail
 from leaderboard.selectors.reliability import reliability_rows
 from leaderboard.selectors.submissions import queue_shares, submission_queue
@@ -91,12 +96,16 @@ def _with(params, **changes) -> str:
 
 
 def _sort_headers(board: Board, params, stats: BoardColumns) -> list[dict]:
-    """The column headers (selectors.board.columns.board_column_list: the scores, the components,
-    the metric table's board columns, the other orders): label, weight, link, aria-sort, the
+    """The column headers (selectors.board.columns.board_column_list: the score, the scored
+    components by weight, then what is shown but not scored): label, weight, link, aria-sort, the
     column's explanation (presentation.column_help, also on the methodology page) and, for a column
     whose entries all show the same value, a note saying so. On a saturated board (most entries at
-    the AUROC ceiling) the value columns are ordered by how much they separate the entries."""
+    the AUROC ceiling) the scored components and the other columns are each ordered by how much
+    they separate the entries, the scored ones still first."""
     q = board.query
+    listed = board_column_list(board)
+    if stats.saturated:
+        listed = listed[:1] + stats.separating_first_scored_first(listed[1:])
     columns: list[dict[str, Any]] = [
         {
             "key": c.key,
@@ -106,11 +115,8 @@ def _sort_headers(board: Board, params, stats: BoardColumns) -> list[dict]:
             "metric": c.metric,
             "sortable": c.metric is None or c.metric.column is None or c.metric.column.sortable,
         }
-        for c in board_column_list(board)
+        for c in listed
     ]
-    if stats.saturated:
-        by_key = {c["key"]: c for c in columns[1:]}
-        columns = columns[:1] + [by_key[k] for k in stats.separating_first(list(by_key))]
     flat = stats.flat
     headers = []
     for col in columns:
@@ -124,9 +130,10 @@ def _sort_headers(board: Board, params, stats: BoardColumns) -> list[dict]:
         else:
             href = _with(params, sort=None if col["key"] == "score" else col["key"], dir=None, page=None)
             aria = "none"
-        note = ""
+        note = short = ""
         if col["key"] in flat:
             note = flat_column_note(col["key"], weight=col["weight"], **flat[col["key"]])
+            short = flat_column_short(**flat[col["key"]])
         headers.append(
             col
             | {
@@ -135,6 +142,7 @@ def _sort_headers(board: Board, params, stats: BoardColumns) -> list[dict]:
                 "active": active,
                 "help": column_tooltip(col["key"]),
                 "flat": note,
+                "flat_short": short,
             }
         )
     return headers
@@ -280,22 +288,10 @@ def probe(request, slug):
         "attack": _attack_chart(measurements),
         "graded": _graded_chart(measurements),
     }
-    components = (
-        [
-            {
-                "name": name,
-                "label": COMPONENT_LABELS[name],
-                "c": (detail.score.components or {}).get(name),
-            }
-            for name in COMPONENTS
-        ]
-        if detail.score
-        else []
-    )
     return render(
         request,
         "leaderboard/probe.html",
-        {"d": detail, "charts": charts, "components": components, "policy": POLICY},
+        {"d": detail, "charts": charts, "components": detail.components, "policy": POLICY},
     )
 
 
@@ -337,7 +333,11 @@ def task(request, slug):
     detail = task_detail(slug=slug)
     if detail is None:
         raise Http404("no such task")
-    return render(request, "leaderboard/task.html", {"d": detail, "saturated_auroc": SATURATED_AUROC})
+    return render(
+        request,
+        "leaderboard/task.html",
+        {"d": detail, "saturated_auroc": SATURATED_AUROC, "pending": pending_on_task(task=slug)},
+    )
 
 
 @public_cache
@@ -364,7 +364,10 @@ def methodology(request):
         "metrics": metric_table.metrics(),
         "reliability": reliability_rows(),
     }
-    return render(request, "leaderboard/methodology.html", context)
+    response = render(request, "leaderboard/methodology.html", context)
+    # its table of contents, from the headings the page was rendered with
+    response.content = contents_insert(response.content.decode()).encode()
+    return response
 
 
 # --------------------------------------------------------------------------- compare

@@ -85,3 +85,40 @@ def test_the_board_works_without_javascript(live_server, board, new_page):
     page.get_by_role("button", name="Apply").click()
     page.wait_for_url(f"**model={MODEL_B}**")
     assert names_in_order(page) == ["Fast Probe"]
+
+
+def test_the_board_fits_the_page_at_1400_px(live_server, board, page):
+    """At 1400 px the board's table fits the page: the headers wrap instead of widening it, a
+    probe's badges wrap under its name; should a board still be wider, it scrolls inside its own
+    container, never the page."""
+    from leaderboard.models import EvaluationRun, ProbeVersion
+
+    strong = ProbeVersion.objects.get(probe__slug="strong")
+    for kind in ("transfer", "reproduce", "steer", "stress"):  # a long "pending: ..." badge
+        EvaluationRun.objects.create(
+            probe_version=strong,
+            kind=kind,
+            task=strong.probe.category.tasks.first(),
+            split="test",
+            base_model_id=strong.probe.base_model_id,
+        )
+    page.goto(f"{live_server.url}/category/hallucination/")
+    assert "pending: transfer pending" in page.locator("table#board tbody").inner_text()
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1400
+    table = page.locator("table#board")
+    overflow, wrap = table.evaluate(
+        "t => [getComputedStyle(t.parentElement).overflowX, t.parentElement.clientWidth]"
+    )
+    assert overflow == "auto"
+    # the narrowest the table can be laid out, against the room the page gives it
+    narrowest = table.evaluate(
+        "t => { t.style.width = 'min-content'; const w = t.getBoundingClientRect().width;"
+        " t.style.width = ''; return w; }"
+    )
+    assert narrowest <= wrap, (narrowest, wrap)
+    assert table.evaluate("t => t.getBoundingClientRect().width") <= wrap
+    # the scored components come first, heaviest first; AUROC-EA before every column not scored
+    keys = page.locator("table#board thead th[data-col]").evaluate_all("ths => ths.map(th => th.dataset.col)")
+    assert keys.index("auroc_ea") < keys.index("recall")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "board-fits.png"), full_page=True)

@@ -392,3 +392,77 @@ def test_a_malformed_receipt_gets_a_400_naming_the_field(board, client, research
         assert answer.status_code == 400, (body[:60], answer.content)
         assert answer.json()["field"] == field, (body[:60], answer.json())
     assert m.ReplicationReceipt.objects.count() == 1
+
+
+def test_the_demo_opens_from_a_bundle_and_plans_its_replication_lowest_first(settings, tmp_path):
+    """``manage.py demo`` without --fresh: the bundle's reference entries on the board at once, the
+    manifest entries it holds not submitted again, their replication planned."""
+    import json
+    from pathlib import Path
+
+    from leaderboard.management.commands.demo import Command
+    from leaderboard.management.commands.install_reference_probes import manifest_entries
+    from leaderboard.services.accounts import system_account_get_or_create
+    from tests.factories import ProbeFactory, ProbeVersionFactory, SubmissionFactory
+    from tests.leaderboard.reevaluation_data import synthetic_scores
+
+    settings.DATA_DIR = tmp_path / "data"
+    settings.ARTIFACT_ROOT = tmp_path / "data" / "media" / "artifacts"
+    settings.BUNDLE_SIGNING_KEY_FILE = tmp_path / "data" / "board_ed25519.pem"
+    settings.BUNDLE_TRUSTED_KEYS_DIR = tmp_path / "keys"
+    registry_sync()
+    root = Path(settings.REGISTRY_ROOT)
+    [entry] = manifest_entries(root / "registry" / "reference_probes" / "manifest.yaml", "refusal-dom-minilm")
+    data = (root / entry["path"] / "probe.safetensors").read_bytes()
+    metadata = json.loads((root / entry["path"] / "probe.json").read_text())
+    sha = artifacts.sha256_bytes(data)
+    artifacts.artifact_store(data, sha)
+    probe = ProbeFactory(
+        slug="refusal-dom-minilm-ref",
+        category_id="refusal",
+        base_model_id=metadata["base_model"],
+        owner=system_account_get_or_create(),
+        is_reference=True,
+    )
+    version = ProbeVersionFactory(
+        probe=probe,
+        artifact_sha256=sha,
+        artifact_path=artifacts.artifact_relpath(sha),
+        artifact_bytes=len(data),
+        layer=6,
+        position="mean",
+        metadata=metadata,
+    )
+    SubmissionFactory(probe_version=version, status=m.Submission.Status.SCORED)
+    for split in ("train", "test"):
+        m.EvaluationRun.objects.create(
+            probe_version=version,
+            kind="score",
+            task_id="harmful-requests-v1",
+            split=split,
+            base_model_id=metadata["base_model"],
+            status="succeeded",
+            example_scores=synthetic_scores(0.8),
+            metrics={"latency": {"probe_ms": 0.2, "device": "cpu"}} if split == "test" else {},
+        )
+    path = tmp_path / "reference.tar"
+    bundle_export(out=path)
+    _forget([version])
+    m.ResultBundle.objects.all().delete()
+    settings.DEMO_BUNDLE = path
+    command = Command(stdout=StringIO(), stderr=StringIO())
+    command._root, command._bundle, command._imported = root, path, []
+    left = command._open_from_bundle([entry])
+    assert left == []  # held by the bundle: not submitted again
+    imported = m.ProbeVersion.objects.get(artifact_sha256=sha)
+    assert imported.bundle is not None and command._imported == [imported.submission.pk]
+    assert "opened from the committed bundle" in command.stdout._out.getvalue()
+    planned = m.EvaluationRun.objects.filter(probe_version=imported)
+    assert planned.exists() and all(r.status == "queued" for r in planned)
+    # a second start finds it imported and plans nothing twice
+    again = Command(stdout=StringIO(), stderr=StringIO())
+    again._root, again._bundle, again._imported = root, path, []
+    assert (
+        again._open_from_bundle([entry]) == []
+        and planned.count() == m.EvaluationRun.objects.filter(probe_version=imported).count()
+    )

@@ -7,6 +7,7 @@ import re
 import pytest
 from django.urls import reverse
 
+from evaluator.data.registry.weights import COMPONENTS
 from leaderboard.presentation import column_help, column_tooltip
 from tests.leaderboard.board_data import MODEL_B, ensure_models, ensure_tasks, public_probe
 
@@ -31,6 +32,13 @@ def header_cells(page: str) -> dict[str, str]:
     """data-col → the opening tag of each column header of the board table."""
     thead = page[page.index("<thead>") : page.index("</thead>")]
     return {m.group(1): m.group(0) for m in re.finditer(r'<th [^>]*data-col="([^"]+)"[^>]*>', thead)}
+
+
+def headers_block(page: str, key: str) -> str:
+    """The whole header cell of column ``key``: its opening tag and what it holds."""
+    thead = page[page.index("<thead>") : page.index("</thead>")]
+    start = thead.index(f'data-col="{key}"')
+    return thead[start : thead.index("</th>", start)]
 
 
 def title_of(tag: str) -> str:
@@ -98,13 +106,40 @@ def test_a_column_where_every_entry_is_equal_is_muted_and_says_whether_it_counts
     # its cells are muted; the AUROC cells are not
     body = page[page.index("<tbody>") : page.index("</tbody>")]
     assert body.count('<td class="flat num"') >= 3
-    # no probe here has a recipe: ρ_CE is the spec's default for all three, and the note says so
+    # no probe here has a recipe: ρ_CE is the spec's default for all three, measured on none, and
+    # the note says so (not that the entries are equal)
     rho = re.search(r'<p class="legend flat-column" data-col="rho_ce">(.*?)</p>', page, re.S).group(1)
-    assert "all 3 entries equal (0.500; imputed for every entry)" in rho
+    assert "not measured on any of the 3 entries: each shows the imputed 0.500" in rho
+    assert "entries equal" not in rho and 'flat-note">not measured<' in headers_block(page, "rho_ce")
     assert "imputed" not in legend
     # recall is 0.2 for every task of every probe here: not part of the score
     recall = re.search(r'<p class="legend flat-column" data-col="recall">(.*?)</p>', page, re.S)
     assert recall is None or "not part of the ProbeScore" in recall.group(1)
+
+
+def test_a_column_still_pending_for_every_entry_says_pending_not_all_equal(client, board):
+    from leaderboard.models import EvaluationRun, ProbeVersion
+
+    # the robustness runs of two of the three entries are queued: their Goodhart resistance is
+    # imputed for every entry until they finish
+    for slug, status in (("strong", "queued"), ("middle", "running"), ("weak", "succeeded")):
+        version = ProbeVersion.objects.get(probe__slug=slug)
+        EvaluationRun.objects.create(
+            probe_version=version,
+            kind="robustness",
+            task=version.scores.first().probe_version.probe.category.tasks.first(),
+            split="test",
+            base_model_id=version.probe.base_model_id,
+            status=status,
+        )
+    page = get(client, reverse("leaderboard:category", args=["hallucination"]))
+    legend = re.search(r'<p class="legend flat-column" data-col="goodhart">(.*?)</p>', page, re.S).group(1)
+    assert "pending: measured on none of the 3 entries yet (2 with its runs queued or running)" in legend
+    assert "entries equal" not in legend
+    assert 'flat-note">pending<' in headers_block(page, "goodhart")
+    assert "pending" in title_of(header_cells(page)["goodhart"])
+    # a column measured on every entry is still called equal when it is
+    assert "all 3 entries equal (1.000)" in headers_block(page, "latency")
 
 
 def test_lift_over_text_all_zero_on_an_eval_awareness_board_is_called_out(client, registry):
@@ -131,6 +166,29 @@ def test_lift_over_text_all_zero_on_an_eval_awareness_board_is_called_out(client
     assert 'id="saturation"' in page and "2 of 2 entries score at least 0.99" in page
     order = [m.group(1) for m in re.finditer(r'data-col="([a-z_]+)"', page[: page.index("</thead>")])]
     assert order.index("latency") < order.index("auroc")  # latency spreads (0.1 vs 3 ms), AUROC barely
+    # ... within the scored components: every one of them still comes before what is not scored
+    # (AUROC-EA, n/a on this board and so with no spread, included)
+    assert order.index("auroc_ea") < order.index("lift") and order.index("auroc_ea") < order.index("recall")
+    assert max(order.index(c) for c in COMPONENTS) < min(
+        order.index(k) for k in ("recall", "lift", "utility")
+    )
+
+
+@pytest.mark.parametrize("spec", ["v0.0.1", "v0.0.3"])
+def test_the_scored_components_come_first_heaviest_first_then_what_is_not_scored(client, board, spec):
+    from leaderboard.models import WeightsSpec
+
+    weights = WeightsSpec.objects.get(version=spec).weights
+    page = get(client, reverse("leaderboard:category", args=["hallucination"]), spec=spec)
+    order = list(header_cells(page))[1:]  # after the rank
+    assert order[0] == "score"
+    scored = sorted((c for c in COMPONENTS if weights.get(c)), key=lambda c: -weights[c])  # ties: table order
+    assert order[1 : 1 + len(scored)] == scored
+    assert order.index("auroc_ea") < order.index("recall")
+    # a component the spec does not weigh (v0.0.1 predates the Goodhart resistance) is shown after them
+    for c in COMPONENTS:
+        if not weights.get(c):
+            assert order.index(c) > len(scored), c
 
 
 def test_a_single_entry_is_not_called_flat(client, registry):

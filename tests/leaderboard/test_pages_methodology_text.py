@@ -54,3 +54,43 @@ def test_the_document_renders_without_raw_html():
     """The committed document itself holds no raw HTML: everything on the page comes from markdown."""
     rendered = str(methodology_html())
     assert "&lt;" not in rendered.replace("&lt;=", "")
+
+
+def test_the_methodology_page_has_a_table_of_contents_of_its_headings(client, registry):
+    page = client.get(reverse("leaderboard:methodology")).content.decode()
+    assert page.count('id="contents"') == 1 and "<!--contents-->" not in page
+    nav = page[page.index('id="contents"') : page.index("</nav>", page.index('id="contents"'))]
+    links = re.findall(r'<a href="#([^"]+)">([^<]+)</a>', nav)
+    # every h2 and h3 of the document, in page order; then the numbers in force, each of its
+    # sections listed under it
+    headings = re.findall(r'<h([23])\b[^>]*\bid="([^"]+)"[^>]*>', page)
+    in_force = [a for _, a in headings].index("h-in-force")
+    expected = [a for _, a in headings[:in_force]] + [a for level, a in headings[in_force:] if level == "2"]
+    assert [anchor for anchor, _ in links] == expected
+    under = nav[nav.index('href="#h-in-force"') :]
+    assert under.index("<ol>") < under.index('href="#h-formula"') < under.index('href="#protocol"')
+    assert len(links) >= 20
+    anchors = dict(links)
+    assert anchors["m-the-probescore"] == "The ProbeScore"
+    assert anchors["m-domains"] == "Domains"  # a sub-heading, listed under its section
+    assert "h-in-force" in anchors and "columns" in anchors and "uncertainty" in anchors
+    assert (
+        nav.index('href="#m-what-is-measured-on"')
+        < nav.index('href="#m-domains"')
+        < nav.index('href="#m-the-measurement-protocol"')
+    )
+    # the contents come before the text they list
+    assert page.index('id="contents"') < page.index('id="m-the-probescore"')
+
+
+def test_no_weights_spec_note_points_at_an_unpublished_draft(client, registry):
+    from leaderboard.models import WeightsSpec
+    from leaderboard.presentation import spec_description_shown
+
+    stored = WeightsSpec.objects.get(version="v0.0.1").description
+    assert "draft" in stored  # the registry file keeps its text (it is hashed and published as it is)
+    page = htmllib.unescape(client.get(reverse("leaderboard:methodology")).content.decode())
+    assert "8-axis" not in page and "leftover" not in page and "draft)" not in page
+    shown = spec_description_shown(stored)
+    assert shown in page and shown.startswith("The v0.0.1 methodology.")
+    assert "distribution-shift AUROC 15%; this spec follows the text." in shown

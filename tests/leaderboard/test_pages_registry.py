@@ -55,6 +55,29 @@ def test_a_task_with_no_probe_is_an_open_slot(client, task):
     assert "be the first" in html
 
 
+def test_a_task_whose_reference_probes_are_queued_says_they_are_being_measured(client, task):
+    from tests.factories import EvaluationRunFactory, ProbeFactory, ProbeVersionFactory, SubmissionFactory
+
+    def reference(status: str, run_status: str, task_on=task) -> None:
+        version = ProbeVersionFactory(probe=ProbeFactory(is_reference=True))
+        SubmissionFactory(probe_version=version, status=status)
+        EvaluationRunFactory(probe_version=version, task=task_on, status=run_status)
+
+    reference("queued", "queued")
+    reference("running", "running")
+    reference("running", "queued")  # running elsewhere, still queued on this task
+    other = ensure_tasks("hallucination", 2)[1]
+    reference("queued", "queued", task_on=other)  # queued on another task only
+    page = client.get(reverse("leaderboard:task", args=[task.slug])).content.decode()
+    assert "be the first" not in page
+    assert 'id="task-pending"' in page
+    assert "3 reference probes are being measured (1 running, 2 queued)" in page
+    # once one is scored on it, the others are still said to be measured
+    public_probe(slug="on-task", name="On Task", tasks=[task], auroc=0.81)
+    page = client.get(reverse("leaderboard:task", args=[task.slug])).content.decode()
+    assert "On Task" in page and "On this task, 3 reference probes are being measured" in page
+
+
 def test_every_registry_task_page_renders(client, registry):
     for slug in m.Task.objects.values_list("slug", flat=True):
         assert client.get(reverse("leaderboard:task", args=[slug])).status_code == 200

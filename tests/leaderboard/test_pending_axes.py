@@ -4,6 +4,8 @@ the probe API, and the Score is recomputed from stored results as each of them f
 
 from __future__ import annotations
 
+import html
+
 import pytest
 from django.urls import reverse
 from django.utils import timezone
@@ -108,3 +110,67 @@ def test_the_score_is_recomputed_as_each_secondary_run_finishes(queued, client):
     sub = m.Submission.objects.get(pk=version.submission.pk)
     assert (sub.status, sub.step, sub.progress) == ("scored", "scored", 1.0)
     assert pending_axes(version_ids=[version.pk]) == {}
+
+
+def _section(page: str, anchor: str) -> str:
+    start = page.index(anchor)
+    return page[start : page.index("</section>", start)]
+
+
+def _component_row(page: str, label: str) -> str:
+    start = page.index(f'<th scope="row">{label}</th>')
+    return page[start : page.index("</tr>", start)]
+
+
+def test_the_probe_page_says_pending_where_an_axis_is_pending_and_n_a_only_where_it_cannot_apply(
+    queued, client
+):
+    version, (to_gemma, to_encoder) = queued
+    submission_advance(submission=version.submission)
+    page = html.unescape(client.get(reverse("leaderboard:probe", args=["half-done"])).content.decode())
+    assert "steer pending" in page  # the badge
+    # a linear probe on a decoder: direction utility applies; its run is queued
+    steer = _section(page, 'id="h-steer"')
+    assert "pending: its steer runs are queued or running (0 of 1 finished)" in steer
+    assert "n/a" not in steer and "needs a linear probe" not in steer
+    # it has a recipe, whose reproduction is queued
+    assert "Reproduction</dt><dd>pending: its run is queued or running" in page
+    assert "no recipe" not in page and "<h3>Recipe</h3>" in page
+    # ρ_CE: imputed while its transfer runs are queued, and said so
+    rho = _component_row(page, "Transfer ρ")
+    assert "<em>pending</em>" in rho and "pending: transfer to" in rho
+    assert "no re-fit possible" not in rho and "imputed:" not in rho
+    transfer = _section(page, 'id="h-transfer"')
+    assert transfer.count("<em>pending</em>") == 2  # each target's run is queued
+
+    # the runs finish: one transfer succeeds, one fails; the steer and reproduce runs fail
+    _finish_transfer(to_gemma, 0.6)
+    for run in Run.objects.filter(probe_version=version).exclude(pk=to_gemma.pk).exclude(kind=Run.Kind.SCORE):
+        Run.objects.filter(pk=run.pk).update(status=Run.Status.FAILED, error="x", finished_at=timezone.now())
+    for run in Run.objects.filter(probe_version=version).exclude(kind=Run.Kind.SCORE):
+        evaluation_run_fan_out(run)
+    page = html.unescape(client.get(reverse("leaderboard:probe", args=["half-done"])).content.decode())
+    assert 'id="pending-axes"' not in page
+    assert "not measured: its steer run failed" in _section(page, 'id="h-steer"')
+    assert "Reproduction</dt><dd>not run: its run failed" in page
+    rho = _component_row(page, "Transfer ρ")
+    assert "pending" not in rho and "transfer failed on" in rho
+    transfer = _section(page, 'id="h-transfer"')
+    assert "<em>failed</em>" in transfer and "0.600" in transfer
+
+
+def test_a_probe_with_no_recipe_and_no_secondary_run_says_so(registry, client, settings):
+    public_probe(slug="no-recipe", base_model=SMOL)
+
+    def page() -> str:
+        return html.unescape(client.get(reverse("leaderboard:probe", args=["no-recipe"])).content.decode())
+
+    # the tests' settings turn the steer, stress and robustness axes off: the page says so
+    assert "this board does not run the direction utility axis" in _section(page(), 'id="h-steer"')
+    settings.STEER_RUNS = settings.STRESS_RUNS = True
+    shown = page()
+    assert "Reproduction</dt><dd>not run (no recipe)" in shown
+    assert "n/a: not measured (direction utility needs a linear probe" in _section(shown, 'id="h-steer"')
+    assert "the probe has no recipe, so it cannot be re-fit" in _section(shown, 'id="h-transfer"')
+    assert "n/a: not measured (no task of this probe has a stress split" in _section(shown, 'id="h-stress"')
+    assert "pending" not in _section(shown, 'id="h-stress"')

@@ -258,12 +258,16 @@ def test_the_goodhart_column_sorts_and_counts_under_v002(client, board):
     assert by_name["unattacked"]["goodhart_resistance"] == ""
 
 
-def test_the_probe_page_shows_the_attack_per_task_and_its_curve(client, board):
+def test_the_probe_page_shows_the_attack_per_task_and_its_curve(client, board, settings):
     page = client.get("/probes/fragile/").content.decode()
     assert "Robustness: an adversary against the frozen probe" in page
     assert "Recall under attack" in page and "<svg" in page  # the recall-vs-steps plot
     assert "step 5, recall 0.100" in page
-    assert "n/a: not measured" in client.get("/probes/unattacked/").content.decode()
+    # no robustness run: turned off on this board (the tests' settings), else it does not apply
+    unattacked = client.get("/probes/unattacked/").content.decode()
+    assert "this board does not run the robustness axis" in unattacked
+    settings.ROBUSTNESS_RUNS = True
+    assert "n/a: not measured (under protocol p1" in client.get("/probes/unattacked/").content.decode()
 
 
 @pytest.fixture

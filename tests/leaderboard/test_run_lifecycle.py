@@ -9,7 +9,7 @@ from leaderboard.models import EvaluationRun
 from leaderboard.policy import MAX_ATTEMPTS
 from leaderboard.services import runs
 from leaderboard.services.lifecycle import evaluation_runs_reconcile
-from tests.factories import EvaluationRunFactory
+from tests.factories import EvaluationRunFactory, ProbeVersionFactory
 
 Run = EvaluationRun
 pytestmark = pytest.mark.django_db
@@ -89,3 +89,68 @@ def test_a_run_lost_too_often_fails_with_the_reason(queued_run, settings):
     evaluation_runs_reconcile(dispatch=lambda _: None)
     run = Run.objects.get(pk=queued_run.pk)
     assert run.status == Run.Status.FAILED and "no heartbeat" in run.error
+
+
+# --------------------------------------------------------------------------- a run put back keeps its place
+
+
+@pytest.fixture
+def three_queued(registry):
+    """Three queued score runs of one submitter, queued a day ago one second apart (oldest first)."""
+    from leaderboard.policy import PRIMARY_QUEUE
+
+    version = ProbeVersionFactory()
+    t0 = timezone.now() - timedelta(days=1)
+    found = [
+        EvaluationRunFactory(
+            probe_version=version,
+            kind=Run.Kind.SCORE,
+            status=Run.Status.QUEUED,
+            queued_at=t0 + timedelta(seconds=i),
+        )
+        for i in range(3)
+    ]
+    return found, (lambda: runs.evaluation_run_next(queue=PRIMARY_QUEUE))
+
+
+def test_a_run_released_by_a_stopped_worker_keeps_its_place_in_the_queue(three_queued, settings):
+    from leaderboard.services.lifecycle import evaluation_runs_release
+
+    (first, second, _), next_run = three_queued
+    assert next_run() == first.pk
+    runs.evaluation_run_claim(run_id=first.pk, worker="demo-1@h")
+    assert next_run() == second.pk  # while it runs, the next one waits its turn
+    queued_at = Run.objects.get(pk=first.pk).queued_at
+    assert evaluation_runs_release(worker_host="demo-1@h", dispatch=lambda _: None) == [first.pk]
+    released = Run.objects.get(pk=first.pk)
+    assert released.status == Run.Status.QUEUED and released.queued_at == queued_at
+    assert next_run() == first.pk  # taken again first, not after the runs queued after it
+    # the reconciler's next pass (it was queued long ago) neither moves it nor publishes it again
+    dispatched: list[int] = []
+    report = evaluation_runs_reconcile(dispatch=dispatched.append)
+    assert first.pk not in report["republished"] and first.pk not in dispatched
+    assert Run.objects.get(pk=first.pk).queued_at == queued_at
+    assert next_run() == first.pk
+
+
+def test_a_run_requeued_after_its_worker_died_keeps_its_place_in_the_queue(three_queued, settings):
+    (first, second, third), next_run = three_queued
+    runs.evaluation_run_claim(run_id=first.pk, worker="dead")
+    Run.objects.filter(pk=first.pk).update(
+        heartbeat_at=timezone.now() - timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT_S + 5)
+    )
+    dispatched: list[int] = []
+    report = evaluation_runs_reconcile(dispatch=dispatched.append)
+    assert report["requeued_dead"] == [first.pk]
+    # the other two, queued a day ago and never published since, are published again once
+    assert sorted(report["republished"]) == sorted([second.pk, third.pk])
+    assert sorted(dispatched) == sorted([first.pk, second.pk, third.pk])
+    assert next_run() == first.pk
+    # re-publishing moves none of them: the order is still the order they were queued in
+    dispatched.clear()
+    assert evaluation_runs_reconcile(dispatch=dispatched.append)["republished"] == []
+    assert dispatched == []
+    order = list(
+        Run.objects.filter(status=Run.Status.QUEUED).order_by("queued_at", "pk").values_list("pk", flat=True)
+    )
+    assert order == [first.pk, second.pk, third.pk]
