@@ -13,9 +13,10 @@ from leaderboard.services.replication import RECEIPT_MAX_BYTES, receipt_record
 
 
 class RawJsonParser(BaseParser):
-    """The body as bytes (read up to the cap): the service parses it with strict limits."""
+    """The body as bytes (read up to the cap), whatever its declared type: the service parses it as
+    JSON with strict limits and names the body when it is not."""
 
-    media_type = "application/json"
+    media_type = "*/*"
 
     def parse(self, stream, media_type=None, parser_context=None):
         return stream.read(RECEIPT_MAX_BYTES + 1) if stream is not None else b""

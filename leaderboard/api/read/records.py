@@ -225,7 +225,13 @@ class BundleListApi(PublicReadApi):
     @extend_schema(
         operation_id="bundles",
         summary="Signed result bundles: this board's public entries with every per-example score, and those imported",
-        responses=BundleOutput(many=True),
+        responses=inline_serializer(
+            "BundleList",
+            {
+                "public_key_url": serializers.CharField(help_text="the board's Ed25519 public key (PEM)"),
+                "results": BundleOutput(many=True),
+            },
+        ),
     )
     def get(self, request):
         return Response(
