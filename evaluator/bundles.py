@@ -386,3 +386,48 @@ def receipt_check(receipt: Any, signature: Any) -> str:
     ):
         raise BundleError(["signature: does not verify with the receipt's replicator key"])
     return fingerprint(raw)
+
+
+# --------------------------------------------------------------------------- checks a reader makes
+
+
+def context_problems(manifest: Mapping[str, Any], registry: Any) -> list[str]:
+    """What of the context a bundle was measured in (``manifest["context"]``) ``registry`` does not
+    have as it was: a protocol, a model's weights or a split file (by SHA-256); [] when nothing."""
+    context = manifest.get("context") or {}
+    problems = []
+    for pid, sha in sorted((context.get("protocols") or {}).items()):
+        if pid not in registry.protocols:
+            problems.append(f"protocol {pid}: not in this registry")
+        elif registry.protocols[pid].sha256 != sha:
+            problems.append(f"protocol {pid}: its file differs here")
+    for model, sha in sorted((context.get("models") or {}).items()):
+        if model not in registry.models:
+            problems.append(f"base model {model}: not in this registry")
+        elif registry.models[model].weights_sha256 != sha:
+            problems.append(f"base model {model}: its weights differ here")
+    for task, pins in sorted((context.get("splits") or {}).items()):
+        if task not in registry.tasks:
+            problems.append(f"task {task}: not in this registry")
+            continue
+        for key, sha in sorted(pins.items()):
+            split, _, model = key.partition("@")
+            spec = registry.task(task).split_spec(split, model or None)
+            if spec is None or spec.sha256 != sha:
+                problems.append(f"task {task}: split {split} (on {model}) differs here from the bundle's")
+    return problems
+
+
+def example_diff(published: list[dict], here: list[dict], bound: Any) -> tuple[float | None, str]:
+    """Two runs' per-example scores compared: the largest |Δs| (None when the rows or labels
+    differ) and what disagrees ("" when every score is within ``bound(max |s| published)``, the
+    protocol's per-example tolerance)."""
+    a = {str(e["id"]): e for e in published}
+    b = {str(e["id"]): e for e in here}
+    if set(a) != set(b):
+        return None, f"rows differ ({len(set(a) ^ set(b))} ids in one run only)"
+    if any(int(a[i]["label"]) != int(b[i]["label"]) for i in a):
+        return None, "labels differ"
+    worst = max((abs(float(a[i]["score"]) - float(b[i]["score"])) for i in a), default=0.0)
+    limit = bound(max((abs(float(e["score"])) for e in published), default=0.0))
+    return worst, "" if worst <= limit else f"|Δs| {worst:.3g} above the tolerance {limit:.3g}"

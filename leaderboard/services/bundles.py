@@ -247,32 +247,20 @@ def bundle_export(*, out: Path | None = None, quarter: str = "", commit: str = "
 
 
 def _context_problems(bundle: fmt.Bundle) -> list[str]:
-    """What in the bundle's context this board does not have as the bundle measured it."""
-    reg = runner.registry()
+    """What in the bundle's context this board does not have as the bundle measured it: the
+    registry's files (``evaluator.bundles.context_problems``) and the board's rows."""
     context = bundle.manifest.get("context") or {}
-    problems = []
-    for pid, sha in sorted((context.get("protocols") or {}).items()):
-        if pid not in reg.protocols:
-            problems.append(f"protocol {pid}: not in this board's registry")
-        elif reg.protocols[pid].sha256 != sha:
-            problems.append(
-                f"protocol {pid}: its file differs here (sha256 {reg.protocols[pid].sha256[:12]}, bundle {sha[:12]})"
-            )
-    for model, sha in sorted((context.get("models") or {}).items()):
-        row = BaseModel.objects.filter(slug=model).first()
-        if row is None:
-            problems.append(f"base model {model}: not on this board")
-        elif row.weights_sha256 != sha:
-            problems.append(f"base model {model}: its weights differ here")
-    for task, pins in sorted((context.get("splits") or {}).items()):
-        if task not in reg.tasks or not Task.objects.filter(slug=task).exists():
-            problems.append(f"task {task}: not on this board")
-            continue
-        for key, sha in sorted(pins.items()):
-            split, _, model = key.partition("@")
-            spec = reg.task(task).split_spec(split, model or None)
-            if spec is None or spec.sha256 != sha:
-                problems.append(f"task {task}: split {split} (on {model}) differs here from the bundle's")
+    problems = fmt.context_problems(bundle.manifest, runner.registry())
+    problems += [
+        f"base model {m}: not on this board"
+        for m in sorted(context.get("models") or {})
+        if not BaseModel.objects.filter(slug=m).exists()
+    ]
+    problems += [
+        f"task {t}: not on this board"
+        for t in sorted(context.get("splits") or {})
+        if not Task.objects.filter(slug=t).exists()
+    ]
     return problems
 
 

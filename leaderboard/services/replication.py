@@ -122,21 +122,6 @@ def replications_start(versions: list[ProbeVersion]) -> int:
     return made
 
 
-def _example_diff(published: list[dict], here: list[dict], bound: Any) -> tuple[float, str]:
-    """The largest |Δs| between two runs' per-example scores and what disagrees beyond the bound
-    ("" when nothing does)."""
-    a = {e["id"]: e for e in published}
-    b = {e["id"]: e for e in here}
-    if set(a) != set(b):
-        return float("inf"), f"rows differ ({len(set(a) ^ set(b))} ids in one run only)"
-    if any(int(a[i]["label"]) != int(b[i]["label"]) for i in a):
-        return float("inf"), "labels differ"
-    diffs = [abs(float(a[i]["score"]) - float(b[i]["score"])) for i in a]
-    worst = max(diffs, default=0.0)
-    limit = bound(max((abs(float(e["score"])) for e in published), default=0.0))
-    return worst, "" if worst <= limit else f"|Δs| {worst:.3g} above the tolerance {limit:.3g}"
-
-
 def replication_state(version: ProbeVersion) -> dict[str, Any] | None:
     """How far an imported version's replication has got (None: not imported)."""
     if version.bundle_id is None:
@@ -159,12 +144,12 @@ def replication_state(version: ProbeVersion) -> dict[str, Any] | None:
             not_compared.append(_label(p))
             continue
         protocol = reg.protocols.get(p.protocol) or reg.protocol()
-        diff, why = _example_diff(p.example_scores, r.example_scores, protocol.tolerances.score_bound)
+        diff, why = fmt.example_diff(p.example_scores, r.example_scores, protocol.tolerances.score_bound)
         compared += 1
         if why:
             differs.append({"run": _label(p), "why": why})
         else:
-            worst = max(worst, diff)
+            worst = max(worst, diff or 0.0)
     state = "replicating" if pending else ("differs" if differs else "replicated")
     return {
         "state": state,

@@ -57,22 +57,5 @@ def test_the_committed_bundle_holds_every_default_reference_probe(bundle):
 
 
 def test_the_committed_bundle_was_measured_on_what_the_registry_pins_now(bundle):
-    registry = load_registry(ROOT)
-    context = bundle.manifest["context"]
-    stale = [
-        f"protocol {pid}"
-        for pid, sha in context["protocols"].items()
-        if pid not in registry.protocols or registry.protocols[pid].sha256 != sha
-    ]
-    stale += [
-        f"model {mid}"
-        for mid, sha in context["models"].items()
-        if mid not in registry.models or registry.models[mid].weights_sha256 != sha
-    ]
-    for task, pins in context["splits"].items():
-        for key, sha in pins.items():
-            split, _, model = key.partition("@")
-            spec = registry.task(task).split_spec(split, model or None) if task in registry.tasks else None
-            if spec is None or spec.sha256 != sha:
-                stale.append(f"{task} {split} ({model})")
-    assert not stale, f"stale: {', '.join(stale)} changed since the bundle was measured; {REGENERATE}"
+    stale = fmt.context_problems(bundle.manifest, load_registry(ROOT))
+    assert not stale, f"stale: {'; '.join(stale)}; {REGENERATE}"

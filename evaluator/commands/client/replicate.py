@@ -102,46 +102,14 @@ def _bundle_fetch(server: str, args: argparse.Namespace, dest: Path) -> bundles.
 
 
 def _context_check(bundle: bundles.Bundle, reg: Any) -> None:
-    context = bundle.manifest.get("context") or {}
-    problems = [
-        f"protocol {p}"
-        for p, sha in (context.get("protocols") or {}).items()
-        if p not in reg.protocols or reg.protocols[p].sha256 != sha
-    ]
-    problems += [
-        f"model {m}"
-        for m, sha in (context.get("models") or {}).items()
-        if m not in reg.models or reg.models[m].weights_sha256 != sha
-    ]
-    for task, pins in (context.get("splits") or {}).items():
-        for key, sha in pins.items():
-            split, _, model = key.partition("@")
-            spec = reg.task(task).split_spec(split, model or None) if task in reg.tasks else None
-            if spec is None or spec.sha256 != sha:
-                problems.append(f"{task} {split}")
+    problems = bundles.context_problems(bundle.manifest, reg)
     if problems:
         raise ClientError(
             "this checkout differs from what the bundle was measured on ("
-            + ", ".join(problems[:10])
+            + "; ".join(problems[:10])
             + "): check out the bundle's commit "
             + printable(str(bundle.manifest.get("commit", "")))[:40]
         )
-
-
-def _compare(published: list[dict], here: list[dict], bound: Any) -> tuple[bool, float | None, str]:
-    a = {str(e["id"]): e for e in published}
-    b = {str(e["id"]): e for e in here}
-    if set(a) != set(b):
-        return False, None, f"rows differ ({len(set(a) ^ set(b))} ids in one run only)"
-    if any(int(a[i]["label"]) != int(b[i]["label"]) for i in a):
-        return False, None, "labels differ"
-    worst = max((abs(float(a[i]["score"]) - float(b[i]["score"])) for i in a), default=0.0)
-    limit = bound(max((abs(float(e["score"])) for e in published), default=0.0))
-    return (
-        worst <= limit,
-        worst,
-        "" if worst <= limit else f"|Δs| {worst:.3g} above the tolerance {limit:.3g}",
-    )
 
 
 def _entry_replicate(
@@ -180,9 +148,10 @@ def _entry_replicate(
             lm=models[key],
             progress=lambda f, m: None,
         )
-        agrees, diff, why = _compare(
+        diff, why = bundles.example_diff(
             run["example_scores"], measured.run.examples.to_records(), protocol.tolerances.score_bound
         )
+        agrees = not why
         out.append({"run": label, "agrees": agrees, "max_abs_diff": diff, "why": why})
     return out
 
