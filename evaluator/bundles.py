@@ -33,6 +33,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import re
 import tarfile
 from collections.abc import Iterable, Mapping
@@ -112,6 +113,21 @@ def private_key_create() -> bytes:
     return Ed25519PrivateKey.generate().private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
+
+
+def private_key_file(path: Path) -> bytes:
+    """The private key (PEM) kept at ``path``, made there with mode 0600 when there is none (two
+    processes making it at once: the second reads the first's)."""
+    path = Path(path)
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return path.read_bytes()
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(private_key_create())
+    return path.read_bytes()
 
 
 def _private_key(pem: bytes):

@@ -18,7 +18,6 @@ comparison only: an import recomputes every number from the runs with this board
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -83,15 +82,7 @@ RUN_FIELDS = ("kind", "task_id", "split", "base_model_id", "protocol", "code_ver
 
 def board_private_key() -> bytes:
     """The board's signing key (PEM), made with mode 0600 on first use."""
-    path = Path(settings.BUNDLE_SIGNING_KEY_FILE)
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pem = fmt.private_key_create()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(pem)
-        log.info("made the board's bundle signing key %s", path)
-    return path.read_bytes()
+    return fmt.private_key_file(Path(settings.BUNDLE_SIGNING_KEY_FILE))
 
 
 def board_public_key() -> bytes:

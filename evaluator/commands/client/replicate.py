@@ -68,13 +68,9 @@ def replicate_args(p: argparse.ArgumentParser) -> None:
 
 
 def _replicator_key(path: Path | None) -> bytes:
-    path = path or Path(os.environ.get("PROBEBENCH_DATA_DIR", "var")) / "replicator_ed25519.pem"
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(bundles.private_key_create())
-    return path.read_bytes()
+    return bundles.private_key_file(
+        path or Path(os.environ.get("PROBEBENCH_DATA_DIR", "var")) / "replicator_ed25519.pem"
+    )
 
 
 def _bundle_fetch(server: str, args: argparse.Namespace, dest: Path) -> bundles.Bundle:
