@@ -14,7 +14,16 @@ from django.db.models import Q
 
 from evaluator.core.applicability import ModelReads, ProbeReads, applicable_tasks
 from evaluator.data.registry.tasks import EVAL_AWARENESS
-from leaderboard.models import BaseModel, EvaluationRun, Probe, ProbeVersion, Submission, Task, TaskSplit
+from leaderboard.models import (
+    BaseModel,
+    EvaluationRun,
+    Probe,
+    ProbeVersion,
+    PublishedRun,
+    Submission,
+    Task,
+    TaskSplit,
+)
 
 Run = EvaluationRun
 
@@ -34,9 +43,11 @@ RUN_OWNER = "probe_version__probe__owner"
 #: runs that are the maintainers' own work, outside the round-robin: the system account's
 #: (reference probes) and the quarterly re-evaluation's
 MAINTAINERS_WORK = Q(cycle__isnull=False) | Q(probe_version__probe__owner__system_account__isnull=False)
-#: the replication of imported entries (services.replication): after every other queued run; the
-#: eval-awareness reference runs are not held back (a user's submission needs them)
-REPLICATING = Q(probe_version__bundle__isnull=False) & ~Q(kind="reference")
+#: the replication of imported entries (services.replication), the imported eval-awareness
+#: references' ``reference`` runs included: after every other queued run. A user's submission does
+#: not wait on them: until one is measured here, the run the bundle published stands in for it
+#: (:func:`published_stands_in`)
+REPLICATING = Q(probe_version__bundle__isnull=False)
 
 
 def owner_turn(owner, *, waiting: dict, served: dict) -> tuple:
@@ -167,7 +178,20 @@ def submission_runs(submission: Submission):
         return EvaluationRun.objects.filter(own)
     task_ids = EvaluationRun.objects.filter(own, kind=Run.Kind.SCORE).values("task_id")
     shared = Q(probe_version=ref, kind=Run.Kind.REFERENCE, task_id__in=task_ids, cycle=None)
-    return EvaluationRun.objects.filter(own | shared)
+    return EvaluationRun.objects.filter(own | (shared & ~published_stands_in(ref)))
+
+
+def published_stands_in(ref: ProbeVersion) -> Q:
+    """The ``reference`` runs of an eval-awareness reference imported from a bundle that have not
+    succeeded here yet while the bundle published one for their task: the published run stands in
+    for them (``services.replication.runs_with_published``), so nothing waits on their replication.
+    Matches no run of a reference measured here."""
+    if ref.bundle_id is None:
+        return Q(pk__in=[])
+    published = PublishedRun.objects.filter(
+        probe_version=ref, bundle_id=ref.bundle_id, kind=Run.Kind.REFERENCE
+    ).values("task_id")
+    return Q(probe_version=ref, task_id__in=published) & ~Q(status=Run.Status.SUCCEEDED)
 
 
 #: a scored submission's step once its Score holds every axis (services.submissions sets it after

@@ -4,8 +4,10 @@ published, per example, within the protocol's tolerance.
 
     runs_with_published   the runs a Score reads: the ones measured here, and for every run not yet
                           measured here (or not yet succeeded) the one the bundle published
-    replications_start    plan the runs of imported versions, at the lowest priority, in the
-                          order given (the demo: one entry of every category first, cheapest first)
+    replications_start    plan the runs of imported versions that replicate what was published,
+                          at the lowest priority, in the order given (the demo: the cheapest
+                          category whole, then one entry of every other one); the references'
+                          ``reference`` runs last, the other axes once those are done
     replication_state     compare the runs measured here with the bundle's: replicating,
                           replicated (with the largest difference) or differs (with the runs)
     receipt_record        a signed receipt of someone who replicated an entry this board
@@ -14,8 +16,8 @@ published, per example, within the protocol's tolerance.
 While an entry replicates, its Score moves from the bundle's numbers to this board's, run by run
 (``services.submissions.submission_secondary_refresh`` rescores it as each run finishes). The
 runs of imported versions go after every other queued run (``services.runs.evaluation_run_next``):
-a probe a user submits is measured first. The eval-awareness reference's ``reference`` runs are
-not held back: a user's submission needs them.
+a probe a user submits is measured first, reading an imported eval-awareness reference's published
+``reference`` runs until they are replicated (``selectors.shared.published_stands_in``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from evaluator import bundles as fmt
 from evaluator.data.registry.tasks import EVAL_AWARENESS
 from evaluator.strict_json import JsonRejected, json_loads_strict
 from leaderboard import runner
+from leaderboard.axes import KINDS, PRIMARY_KINDS
 from leaderboard.errors import ValidationFailed
 from leaderboard.models import (
     EvaluationRun,
@@ -38,7 +41,7 @@ from leaderboard.models import (
     ResultBundle,
     Submission,
 )
-from leaderboard.selectors.shared import ea_reference_version
+from leaderboard.selectors.shared import REPLICATING, ea_reference_version
 from leaderboard.services.runs import evaluation_runs_dispatch_on_commit, evaluation_runs_plan
 
 Run = EvaluationRun
@@ -107,16 +110,46 @@ def runs_with_published(version: ProbeVersion, runs: list[EvaluationRun]) -> lis
 
 
 def replications_start(versions: list[ProbeVersion]) -> int:
-    """Plan the runs of each imported version (its submission's normal plan), in the order given:
-    the queue takes replication runs oldest first, after every other run. Returns how many runs
-    were made; a version already planned makes none."""
-    made = 0
+    """Plan the runs of each imported version that replicate what its bundle published (its score
+    and reference runs), in the order given: the queue takes replication runs oldest first, after
+    every other run. The eval-awareness references' ``reference`` runs (dozens, one per task of
+    every category; a user's submission reads the published ones meanwhile) go after the other
+    versions' runs, so each entry's replication is not held up by them. The other axes (transfer,
+    reproduce, steer, stress, robustness: what the bundle does not hold) are planned once nothing
+    of that is left (:func:`replications_rest_plan`). Returns how many runs were made; a version
+    already planned makes none."""
+    made: list[EvaluationRun] = []
     for version in versions:
         if version.bundle_id is None:
             continue
         with transaction.atomic():
             submission = Submission.objects.select_for_update().get(probe_version=version)
-            runs = evaluation_runs_plan(version=version, submission=submission)
+            runs = evaluation_runs_plan(version=version, submission=submission, kinds=PRIMARY_KINDS)
+            made += runs
+            evaluation_runs_dispatch_on_commit(runs)
+    Run.objects.filter(
+        pk__in=[r.pk for r in made if r.kind == Run.Kind.REFERENCE], status=Run.Status.QUEUED
+    ).update(queued_at=timezone.now())
+    return len(made) + replications_rest_plan()
+
+
+def replications_rest_plan() -> int:
+    """Once no imported version has a primary run (score, reference) left to replicate, plan the
+    other axes of every imported version whose replication has started: they fill the columns its
+    bundle did not publish. Idempotent; called as replication runs finish and when the demo starts
+    again. Returns how many runs were made."""
+    started = Run.objects.filter(REPLICATING, cycle=None)
+    if started.filter(kind__in=PRIMARY_KINDS).exclude(status__in=TERMINAL).exists():
+        return 0
+    rest = [k for k in KINDS if k not in PRIMARY_KINDS]
+    versions = ProbeVersion.objects.filter(pk__in=started.values("probe_version_id")).exclude(
+        pk__in=started.filter(kind__in=rest).values("probe_version_id")
+    )
+    made = 0
+    for version in versions.order_by("pk"):
+        with transaction.atomic():
+            submission = Submission.objects.select_for_update().get(probe_version=version)
+            runs = evaluation_runs_plan(version=version, submission=submission, kinds=rest)
             made += len(runs)
             evaluation_runs_dispatch_on_commit(runs)
     return made
@@ -163,10 +196,15 @@ def replication_state(version: ProbeVersion) -> dict[str, Any] | None:
 
 
 def replication_refresh(version: ProbeVersion) -> dict[str, Any] | None:
-    """Recompute and store an imported version's replication state."""
+    """Recompute and store an imported version's replication state; once it is no longer
+    replicating, plan the other axes if nothing primary is left to replicate anywhere."""
     state = replication_state(version)
     ProbeVersion.objects.filter(pk=version.pk).update(replication=state)
     version.replication = state
+    if state is not None and state["state"] != "replicating":
+        # after the caller's transaction: it holds this submission's lock, and planning locks
+        # every other imported one in turn (two workers doing both at once could deadlock)
+        transaction.on_commit(replications_rest_plan, robust=True)
     return state
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 
 from celery import current_app
@@ -80,16 +80,24 @@ def tasks_delay_on_commit(name: str, ids: list[int]) -> None:
 # --------------------------------------------------------------------------- planning runs
 
 
-def evaluation_runs_plan(*, version: ProbeVersion, submission: Submission) -> list[EvaluationRun]:
+def evaluation_runs_plan(
+    *, version: ProbeVersion, submission: Submission, kinds: Collection[str] | None = None
+) -> list[EvaluationRun]:
     """Create every run a submission waits on; return the ones that need dispatching: the plan of
     each enabled axis (``leaderboard.axes.axes_enabled``: ``PROBEBENCH_AXES``) on the active tasks
     of its category that it can read (``selectors.shared.tasks_applicable``), in the order of AXES:
     score and reference runs, the recipe's transfer re-fits and reproduction, steer, stress and
-    robustness runs where each applies (each axis's module says where)."""
+    robustness runs where each applies (each axis's module says where). ``kinds``: only the axes
+    of those run kinds (the replication of an imported entry plans its primary runs first)."""
     # only the tasks it can read (its input's template, its model's files for an on-policy task):
     # the others are shown as not applicable on its page, never planned
     tasks, _ = tasks_applicable(version=version)
-    planned = [run for a in axes_enabled() if a.plan is not None for run in a.plan(version, tasks)]
+    planned = [
+        run
+        for a in axes_enabled()
+        if a.plan is not None and (kinds is None or a.name in kinds)
+        for run in a.plan(version, tasks)
+    ]
     return _runs_get_or_create(planned, submission=submission)
 
 

@@ -466,3 +466,40 @@ def test_the_demo_opens_from_a_bundle_and_plans_its_replication_lowest_first(set
         again._open_from_bundle([entry]) == []
         and planned.count() == m.EvaluationRun.objects.filter(probe_version=imported).count()
     )
+
+
+def test_replication_plans_what_was_published_first_and_the_other_axes_once_that_is_done(
+    board, tmp_path, django_capture_on_commit_callbacks, monkeypatch
+):
+    from leaderboard.axes import PRIMARY_KINDS
+    from leaderboard.services import replication
+    from leaderboard.services.replication import replication_refresh, replications_start
+
+    monkeypatch.setattr(replication, "evaluation_runs_dispatch_on_commit", lambda runs: None)  # no worker
+
+    version, other = _imported(board, tmp_path)
+    # with a recipe, the transfer and reproduce axes apply (the bundle holds neither)
+    recipe = {
+        "method": "logistic_regression",
+        "task": "halueval-qa-v1",
+        "layer": 15,
+        "position": "last_token",
+    }
+    m.ProbeVersion.objects.filter(pk__in=[version.pk, other.pk]).update(recipe=recipe)
+    with django_capture_on_commit_callbacks(execute=True):
+        replications_start([version, other])
+    planned = m.EvaluationRun.objects.filter(probe_version__in=[version, other])
+    assert planned.exists() and set(planned.values_list("kind", flat=True)) <= set(PRIMARY_KINDS)
+    # one entry done: the other still has primary runs to replicate, so nothing else is planned
+    for run in planned.filter(probe_version=version):
+        run.status, run.finished_at = m.EvaluationRun.Status.FAILED, timezone.now()
+        run.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        replication_refresh(version)
+    assert set(planned.values_list("kind", flat=True)) <= set(PRIMARY_KINDS)
+    planned.update(status=m.EvaluationRun.Status.FAILED, finished_at=timezone.now())
+    with django_capture_on_commit_callbacks(execute=True):
+        replication_refresh(other)
+    rest = m.EvaluationRun.objects.filter(probe_version__in=[version, other]).exclude(kind__in=PRIMARY_KINDS)
+    assert rest.filter(probe_version=version).exists() and rest.filter(probe_version=other).exists()
+    assert set(rest.values_list("status", flat=True)) == {"queued"}

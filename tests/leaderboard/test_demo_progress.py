@@ -214,3 +214,48 @@ def test_the_worker_log_names_a_failed_run_its_task_and_the_error(registry, monk
     assert f"run {queued.pk} failed" in line
     assert "score of" in line and "onpolicy-city-country-v1/test" in line
     assert "unknown template 'contrast_pair'" in line
+
+
+def test_a_probe_does_not_wait_on_the_replication_of_an_imported_references_runs(registry):
+    """An eval-awareness reference imported from a bundle: its ``reference`` runs queued here to
+    replicate it go after every other run, and a user's probe reads the published run meanwhile
+    instead of waiting for them; once one succeeds here, the probe reads (and waits on) that one."""
+    from leaderboard.models import PublishedRun, ResultBundle
+    from leaderboard.selectors.shared import REPLICATING
+
+    ea = submission(category="eval_awareness", status=Status.SCORED, reference_role="eval_awareness")
+    bundle = ResultBundle.objects.create(
+        id="b" * 64,
+        role="imported",
+        board="elsewhere",
+        signer_fingerprint="f" * 16,
+        signer_public_key="k",
+        created_at=timezone.now(),
+        entries=1,
+        bytes=1,
+    )
+    ref = ea.probe_version
+    ref.bundle = bundle
+    ref.save(update_fields=["bundle"])
+    model = ref.probe.base_model_id
+    PublishedRun.objects.create(
+        bundle=bundle,
+        probe_version=ref,
+        kind=Run.Kind.REFERENCE,
+        task_id="halueval-qa-v1",
+        split="test",
+        base_model_id=model,
+    )
+    queued = {"kind": Run.Kind.REFERENCE, "status": Run.Status.QUEUED, "probe_version": ref}
+    local = EvaluationRunFactory(task=Task.objects.get(slug="halueval-qa-v1"), **queued)
+    unpublished = EvaluationRunFactory(task=Task.objects.get(slug="cities-truth-v1"), **queued)
+    dependent = submission(category="hallucination", status=Status.QUEUED, is_reference=False)
+    for task in ("halueval-qa-v1", "cities-truth-v1"):
+        EvaluationRunFactory(
+            probe_version=dependent.probe_version, submission=dependent, task=Task.objects.get(slug=task)
+        )
+    assert Run.objects.filter(REPLICATING, pk=local.pk).exists()
+    waits_on = set(submission_runs(dependent).values_list("pk", flat=True))
+    assert local.pk not in waits_on and unpublished.pk in waits_on
+    Run.objects.filter(pk=local.pk).update(status=Run.Status.SUCCEEDED)
+    assert local.pk in set(submission_runs(dependent).values_list("pk", flat=True))

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from evaluator.data.registry.tasks import CATEGORIES, EVAL_AWARENESS
-from leaderboard.management.commands.install_reference_probes import submission_order
+from leaderboard.management.commands.install_reference_probes import replication_order, submission_order
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,6 +58,39 @@ def test_the_category_leader_is_the_probe_whose_primary_runs_cost_least():
     costs = {"halu-big": 10.0, "halu-small": 2.0, "refusal-a": 5.0}
     order = [e["slug"] for e in submission_order(entries, categories, costs)]
     assert order == ["halu-small", "refusal-a", "halu-big"]
+
+
+def test_an_imported_set_replicates_the_cheapest_category_whole_then_one_per_category_then_the_rest():
+    """The demo opening from its bundle: every entry is on the board already, so the order decides
+    which replication marks come first. Refusal costs least in all (3 + 4 < halu's 1 + 9), so it
+    replicates whole; then hallucination's cheapest, then the rest; the eval-awareness references
+    (their dozens of reference runs) last."""
+    entries = [
+        {"slug": "ea-1", "role": EVAL_AWARENESS},
+        {"slug": "halu-cheap", "role": ""},
+        {"slug": "halu-dear", "role": ""},
+        {"slug": "refusal-a", "role": ""},
+        {"slug": "refusal-b", "role": ""},
+        {"slug": "deception-a", "role": ""},
+    ]
+    categories = {
+        "ea-1": EVAL_AWARENESS,
+        "halu-cheap": "hallucination",
+        "halu-dear": "hallucination",
+        "refusal-a": "refusal",
+        "refusal-b": "refusal",
+        "deception-a": "deception",
+    }
+    costs = {
+        "ea-1": 0.5,
+        "halu-cheap": 1.0,
+        "halu-dear": 9.0,
+        "refusal-a": 4.0,
+        "refusal-b": 3.0,
+        "deception-a": 8.0,
+    }
+    order = [e["slug"] for e in replication_order(entries, categories, costs)]
+    assert order == ["refusal-b", "refusal-a", "halu-cheap", "deception-a", "halu-dear", "ea-1"]
 
 
 def test_the_harvest_cost_grows_with_the_splits_read_and_the_model_size():

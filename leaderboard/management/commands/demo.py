@@ -57,7 +57,7 @@ from leaderboard.management.commands.install_reference_probes import (
     harvest_cost,
     installed,
     manifest_entries,
-    submission_order,
+    replication_order,
     submit_entries,
     system_user,
 )
@@ -308,8 +308,9 @@ class Command(BaseCommand):
 
     def _open_from_bundle(self, entries: list[dict]) -> list[dict]:
         """Import the committed bundle's entries (services.bundles: every number recomputed from its
-        per-example scores), then plan their replication here at the lowest priority, in the
-        install's order (one entry of every category first, the cheapest first). Returns the
+        per-example scores), then plan their replication here at the lowest priority
+        (``replication_order``: the cheapest category whole, then one entry of every other
+        category, the cheapest first). Returns the
         manifest entries it did not hold, to be submitted and measured as usual."""
         assert self._bundle is not None  # handle() sets it
         enabled = set(enabled_models().values_list("slug", flat=True))
@@ -337,7 +338,7 @@ class Command(BaseCommand):
             )
             for e in held
         }
-        versions = [by_sha[shas[e["slug"]]] for e in submission_order(held, categories, costs)]
+        versions = [by_sha[shas[e["slug"]]] for e in replication_order(held, categories, costs)]
         self._imported = [v.submission.pk for v in versions]
         if report is not None:
             row = ResultBundle.objects.get(id=report["bundle"])
@@ -349,8 +350,8 @@ class Command(BaseCommand):
         made = replications_start(versions)
         if made:
             self.stdout.write(
-                f"replicating them here: {made} run(s) queued behind anything you submit, one entry of every"
-                " category first, the cheapest first"
+                f"replicating them here: {made} run(s) queued behind anything you submit: the cheapest"
+                " category whole, then one entry of every other category, the cheapest first"
             )
         return [e for e in entries if e not in held]
 

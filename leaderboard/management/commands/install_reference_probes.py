@@ -105,6 +105,36 @@ def submission_order(
     return ea + leaders + [e for e in others if id(e) not in chosen]
 
 
+def replication_order(
+    entries: list[dict], categories: dict[str, str], costs: Mapping[str, float]
+) -> list[dict]:
+    """The order an imported reference set is replicated in (the demo opening from its bundle;
+    every entry is already on the board, so the order only decides which replication marks come
+    first): the category whose entries cost least in all, whole, so one category is fully
+    replicated early; then the cheapest entry of every other category, the cheapest first; then
+    the rest, the cheapest first; the eval-awareness references last (their replication is dozens
+    of ``reference`` runs, and every other entry reads their published ones meanwhile). Pure."""
+    by_cost = sorted(
+        (e for e in entries if e.get("role") != EVAL_AWARENESS), key=lambda e: (costs[e["slug"]], e["slug"])
+    )
+    totals: dict[str, float] = {}
+    for entry in by_cost:
+        category = categories[entry["slug"]]
+        totals[category] = totals.get(category, 0.0) + costs[entry["slug"]]
+    if not totals:
+        return [e for e in entries if e.get("role") == EVAL_AWARENESS]
+    whole = min(totals, key=lambda c: (totals[c], c))
+    order = [e for e in by_cost if categories[e["slug"]] == whole]
+    leaders: dict[str, dict] = {}
+    for entry in by_cost:
+        leaders.setdefault(categories[entry["slug"]], entry)
+    order += [e for c, e in leaders.items() if c != whole]  # by_cost order: the cheapest first
+    taken = {e["slug"] for e in order}
+    order += [e for e in by_cost if e["slug"] not in taken]
+    ea = [e for e in entries if e.get("role") == EVAL_AWARENESS]
+    return order + sorted(ea, key=lambda e: (costs[e["slug"]], e["slug"]))
+
+
 def harvest_cost(metadata: dict, registry: Registry) -> float:
     """A relative estimate of what a probe's primary score runs cost on a cold activation cache: the
     bytes of every split it is scored on (twice for contrast pairs: two prompts per row) times its
