@@ -24,7 +24,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -352,16 +352,23 @@ def bundle_import(
 ) -> dict[str, Any]:
     """Check ``path`` (signature by a trusted key, every part's hash, this board has the bundle's
     tasks, splits, models and protocols as it measured them), then import every entry not already
-    here in one transaction: nothing is written when any check fails. ``models``: import only the
-    entries on these base models (the ones this deployment runs; None: every one). Returns what was
+    here. Nothing is written when any check fails. Once every check has passed, each entry is
+    written in its own transaction (the eval-awareness references first), so the board's pages
+    show the entries as they arrive instead of waiting for the whole bundle; an import cut off
+    half way is finished by importing the same bundle again. ``models``: import only the entries
+    on these base models (the ones this deployment runs; None: every one). Returns what was
     imported, what was left out, and, per entry, any published total the recomputation does not give."""
     bundle = fmt.bundle_read(
         path, trusted=trusted_public_keys(extra_keys), max_bytes=settings.MAX_BUNDLE_BYTES
     )
-    if ResultBundle.objects.filter(id=bundle.id).exists():
-        raise Conflict(f"bundle {bundle.id[:12]} is already on this board", field="bundle")
     listed = bundle.manifest.get("entries") or []
     entries = [e for e in listed if models is None or e.get("base_model") in models]
+    todo = [
+        e for e in entries if not ProbeVersion.objects.filter(artifact_sha256=e["artifact_sha256"]).exists()
+    ]
+    row = ResultBundle.objects.filter(id=bundle.id).first()
+    if row is not None and (row.role != ResultBundle.Role.IMPORTED or not todo):
+        raise Conflict(f"bundle {bundle.id[:12]} is already on this board", field="bundle")
     problems = _context_problems(bundle)
     docs = {}
     for entry in entries:
@@ -369,30 +376,32 @@ def bundle_import(
         problems += _entry_problems(entry, doc, bundle.parts.get(entry.get("artifact"), b""))
     if problems:
         raise fmt.BundleError(problems)
-    todo = [
-        e for e in entries if not ProbeVersion.objects.filter(artifact_sha256=e["artifact_sha256"]).exists()
-    ]
     # the eval-awareness references first: the other entries' Scores read their reference runs
     todo.sort(key=lambda e: (e["category"] != EVAL_AWARENESS, e["probe"]))
     signer = bundle.manifest["signer"]
     report: dict[str, Any] = {"bundle": bundle.id, "imported": [], "already_here": [], "differs": {}}
     report["already_here"] = sorted(e["probe"] for e in entries if e not in todo)
     report["left_out"] = sorted(e["probe"] for e in listed if e not in entries)
-    with transaction.atomic():
-        row = ResultBundle.objects.create(
-            id=bundle.id,
-            role=ResultBundle.Role.IMPORTED,
-            board=str((bundle.manifest.get("board") or {}).get("name", ""))[:120],
-            signer_fingerprint=signer["fingerprint"],
-            signer_public_key=signer["public_key"],
-            commit=str(bundle.manifest.get("commit", ""))[:40],
-            code_version=str(bundle.manifest.get("code_version", ""))[:40],
-            created_at=_when(bundle.manifest.get("created_at")),
-            entries=len(entries),
-            bytes=Path(path).stat().st_size,
-        )
-        for entry in todo:
-            doc = docs[entry["entry"]]
+    if row is None:
+        try:
+            with transaction.atomic():
+                row = ResultBundle.objects.create(
+                    id=bundle.id,
+                    role=ResultBundle.Role.IMPORTED,
+                    board=str((bundle.manifest.get("board") or {}).get("name", ""))[:120],
+                    signer_fingerprint=signer["fingerprint"],
+                    signer_public_key=signer["public_key"],
+                    commit=str(bundle.manifest.get("commit", ""))[:40],
+                    code_version=str(bundle.manifest.get("code_version", ""))[:40],
+                    created_at=_when(bundle.manifest.get("created_at")),
+                    entries=len(entries),
+                    bytes=Path(path).stat().st_size,
+                )
+        except IntegrityError:  # another import of the same bundle began a moment ago
+            raise Conflict(f"bundle {bundle.id[:12]} is being imported already", field="bundle") from None
+    for entry in todo:
+        doc = docs[entry["entry"]]
+        with transaction.atomic():
             version = _import_entry(bundle, row, entry, doc)
             submission = version.submission
             # the Score from the published runs (services.replication fills them in): recomputed here
@@ -402,10 +411,10 @@ def bundle_import(
             submission.finished_at = timezone.now()
             submission.progress = 1.0
             submission.save(update_fields=["status", "step", "finished_at", "progress", "updated_at"])
-            differs = _totals_differ(doc.get("scores") or {}, scores)
-            if differs:
-                report["differs"][entry["probe"]] = differs
-            report["imported"].append(entry["probe"])
+        differs = _totals_differ(doc.get("scores") or {}, scores)
+        if differs:
+            report["differs"][entry["probe"]] = differs
+        report["imported"].append(entry["probe"])
     return report
 
 

@@ -503,3 +503,35 @@ def test_replication_plans_what_was_published_first_and_the_other_axes_once_that
     rest = m.EvaluationRun.objects.filter(probe_version__in=[version, other]).exclude(kind__in=PRIMARY_KINDS)
     assert rest.filter(probe_version=version).exists() and rest.filter(probe_version=other).exists()
     assert set(rest.values_list("status", flat=True)) == {"queued"}
+
+
+def test_an_import_writes_entry_by_entry_and_one_cut_off_half_way_is_finished_by_importing_again(
+    board, tmp_path, monkeypatch
+):
+    from leaderboard.services import bundles as service
+
+    path = tmp_path / "b.tar"
+    bundle_export(out=path)
+    _forget(board)
+    m.ResultBundle.objects.all().delete()
+    real = service._import_entry
+    seen = []
+
+    def cut_after_the_first(bundle, row, entry, doc):
+        if seen:  # the first entry is committed and on the board before the second is written
+            assert m.Submission.objects.filter(probe_version__probe__slug=seen[0], status="scored").exists()
+            raise OSError("the disk filled up")
+        seen.append(entry["probe"])
+        return real(bundle, row, entry, doc)
+
+    monkeypatch.setattr(service, "_import_entry", cut_after_the_first)
+    with pytest.raises(OSError):
+        bundle_import(path)
+    assert m.ProbeVersion.objects.filter(bundle__isnull=False).count() == 1
+    assert not m.PublishedRun.objects.exclude(probe_version__probe__slug=seen[0]).exists()  # no half entry
+    monkeypatch.setattr(service, "_import_entry", real)
+    report = bundle_import(path)
+    assert report["imported"] == [s for s in ("bundled-a", "bundled-b") if s not in seen]
+    assert report["already_here"] == seen
+    with pytest.raises(Exception, match="already on this board"):
+        bundle_import(path)
