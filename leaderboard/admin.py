@@ -242,17 +242,22 @@ class ReevaluationCycleAdmin(admin.ModelAdmin):
 
     list_display = ("quarter", "status", "triggered_by", "started_at", "finished_at", "run_progress")
     inlines = [CycleResultInline]
+    # the seed and the holdouts' rows and ids stay off this page too: the commitment and what the
+    # public pages show of each holdout; the reveal is public once the cycle has completed
     readonly_fields = (
         "quarter",
         "status",
         "run_progress",
         "triggered_by",
-        "holdouts",
+        "holdouts_public",
+        "commitment",
+        "revealed_at",
         "diff",
         "error",
         "started_at",
         "finished_at",
     )
+    fields = readonly_fields
 
     def get_inlines(self, request, obj):
         return self.inlines if obj is not None else []
@@ -265,6 +270,10 @@ class ReevaluationCycleAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return request.user.is_staff
+
+    @admin.display(description="holdouts")
+    def holdouts_public(self, obj):
+        return obj.public_holdouts()
 
     @admin.display(description="runs done")
     def run_progress(self, obj):

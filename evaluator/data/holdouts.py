@@ -1,9 +1,14 @@
-"""Quarterly holdouts: minted deterministically from a task's holdout_pool.
+"""Quarterly holdouts: drawn from a task's pool with the cycle's secret seed.
 
-The holdout of (task, quarter) is a seeded sample of the pool, seeded by the task id and the
-quarter, avoiding every row used by an earlier quarter's holdout while the pool still has enough
-unused groups. Rows of one group (paired items) are always taken together, and the holdout is
-label-balanced. The file bytes are canonical JSONL, so its SHA-256 identifies it.
+When a cycle starts it draws a secret (32 random bytes, ``secrets.token_bytes``); the holdout of
+each task (and, for an on-policy task, of each base model) is a sample of its pool in an order
+seeded by SHA-256(secret | task | model) (``draw_seed``), avoiding every row used by an earlier
+quarter's holdout while the pool still has enough unused groups. Rows of one group (paired items)
+are always taken together, and the holdout is label-balanced. The file bytes are canonical JSONL,
+so its SHA-256 identifies it: the cycle publishes that hash, the pool's and the secret's before any
+run (the commitment) and reveals the secret and the rows when it completes, so anyone can check
+the draw (``python -m evaluator verify-holdout``). Which pool, and how many rows:
+``evaluator.data.pools``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ from evaluator.errors import EvaluatorError
 
 QUARTER = re.compile(r"^(?P<year>20\d\d)Q(?P<q>[1-4])$")
 DEFAULT_SIZE = 100
+#: the name of the draw below, published with every commitment (a new scheme is a new name)
+SCHEME = "probebench-holdout-v1"
+SECRET_BYTES = 32
 
 
 def quarter_validate(quarter: str) -> str:
@@ -54,6 +62,7 @@ class Holdout:
     rows: list[dict]
     sha256: str
     reused_rows: int  # rows already used by an earlier quarter (only when the pool ran out)
+    model: str = ""  # the base model of an on-policy task's holdout, else ""
 
     @property
     def ids(self) -> list[str]:
@@ -63,8 +72,9 @@ class Holdout:
         return rows_to_bytes(self.rows)
 
 
-def _seed(task_id: str, quarter: str) -> int:
-    return int.from_bytes(hashlib.sha256(f"{task_id}|{quarter}".encode()).digest()[:8], "big")
+def draw_seed(secret: bytes, task_id: str, model: str = "") -> int:
+    """The seed of one holdout's draw: the first 8 bytes of SHA-256(secret | "|task|model"), big-endian."""
+    return int.from_bytes(hashlib.sha256(secret + f"|{task_id}|{model}".encode()).digest()[:8], "big")
 
 
 def mint_holdout(
@@ -72,6 +82,8 @@ def mint_holdout(
     task_id: str,
     quarter: str,
     pool: list[dict],
+    secret: bytes,
+    model: str = "",
     used_ids: set[str] | frozenset = frozenset(),
     size: int = DEFAULT_SIZE,
     forbidden_texts: set[str] | frozenset = frozenset(),
@@ -81,13 +93,16 @@ def mint_holdout(
     Groups are the sampling unit: the rows of one group (a true/false pair, say) are taken
     together, and a group is taken only while every label it holds still needs rows, so the
     holdout stays label-balanced. Groups with no row in ``used_ids`` (earlier quarters'
-    holdouts) come first, in an order seeded by (task_id, quarter); only when they cannot fill
-    the holdout are used groups drawn (counted in ``reused_rows``). A row whose normalised text
-    is in ``forbidden_texts`` (the hashes of the task's train/test/distshift texts, see
+    holdouts) come first, in an order seeded by ``draw_seed(secret, task_id, model)``; only when
+    they cannot fill the holdout are used groups drawn (counted in ``reused_rows``). A row whose
+    normalised text is in ``forbidden_texts`` (the hashes of the task's public splits, see
     :func:`evaluator.data.texts.text_hash`) is never drawn, nor is its group. Deterministic for a
-    given (task_id, quarter, pool, used_ids, size, forbidden_texts).
+    given (secret, task_id, model, pool, used_ids, size, forbidden_texts); the pool's order does
+    not matter.
     """
     quarter_validate(quarter)
+    if not isinstance(secret, bytes) or len(secret) < 16:
+        raise EvaluatorError(f"task {task_id}: a holdout is drawn with a secret of at least 16 bytes")
     if size < 2:
         raise EvaluatorError(f"task {task_id}: a holdout needs at least 2 rows, not {size}")
     if not pool:
@@ -105,7 +120,7 @@ def mint_holdout(
     stale_set = {g for g in names if any(r["id"] in used_ids for r in groups[g])}
     fresh = [g for g in names if g not in stale_set]
     stale = [g for g in names if g in stale_set]
-    rng = np.random.default_rng(_seed(task_id, quarter))
+    rng = np.random.default_rng(draw_seed(secret, task_id, model))
     order = [fresh[i] for i in rng.permutation(len(fresh))] + [stale[i] for i in rng.permutation(len(stale))]
     want = {0: size // 2, 1: size - size // 2}
     have = {0: 0, 1: 0}
@@ -126,4 +141,4 @@ def mint_holdout(
         raise EvaluatorError(f"task {task_id}: the holdout pool does not hold both labels")
     chosen.sort(key=lambda r: r["id"])
     data = rows_to_bytes(chosen)
-    return Holdout(task_id, quarter, chosen, hashlib.sha256(data).hexdigest(), reused)
+    return Holdout(task_id, quarter, chosen, hashlib.sha256(data).hexdigest(), reused, model)

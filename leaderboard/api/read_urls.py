@@ -37,6 +37,11 @@ urlpatterns = [
     path("v1/compare", api_compare.CompareApi.as_view(), name="compare"),
     path("v1/reevaluations", records.ReevaluationListApi.as_view(), name="reevaluations"),
     path("v1/reevaluations/<str:quarter>", records.ReevaluationDetailApi.as_view(), name="reevaluation"),
+    path(
+        "v1/reevaluations/<str:quarter>/reveal",
+        records.ReevaluationRevealApi.as_view(),
+        name="reevaluation-reveal",
+    ),
     path("v1/reference-updates", records.ReferenceUpdateListApi.as_view(), name="reference-updates"),
     path("v1/leakage", records.LeakageListApi.as_view(), name="leakage"),
     path("v1/exports", records.ExamplesExportListApi.as_view(), name="exports"),

@@ -26,6 +26,7 @@ from leaderboard.models.runs import (
     ReevaluationCycle,
     holdout_entry,
     holdout_items,
+    holdout_public,
     holdouts_map,
 )
 from leaderboard.models.scores import (
@@ -66,6 +67,7 @@ __all__ = [
     "board_rank_order",
     "holdout_entry",
     "holdout_items",
+    "holdout_public",
     "holdouts_map",
     "is_system_account",
     "measured_ranking_annotations",

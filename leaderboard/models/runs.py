@@ -22,10 +22,19 @@ class ReevaluationCycle(models.Model):
     quarter = models.CharField(max_length=6, unique=True, help_text="e.g. 2026Q4")
     triggered_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
-    #: task slug → {"path", "rows", "sha256", "ids", ...}: the holdout minted for this quarter; an
-    #: on-policy task's entry is {"by_model": {base model id → that entry}}, one holdout per base
-    #: model minted from that model's pool (read them with ``holdout_for`` / ``holdout_files``)
+    #: task slug → {"path", "rows", "sha256", "ids", "pool", "pool_sha256", ...}: the holdout drawn
+    #: for this quarter; an on-policy task's entry is {"by_model": {base model id → that entry}},
+    #: one holdout per base model drawn from that model's pool (read them with ``holdout_for`` /
+    #: ``holdout_files``). Private while the cycle runs: what is shown of it is ``public_holdouts``
     holdouts = models.JSONField(default=dict)
+    #: the secret the holdouts were drawn with (64 hex digits); shown only once the cycle has
+    #: completed (``leaderboard.selectors.cycles.reevaluation_reveal``)
+    seed = models.CharField(max_length=64, blank=True, default="")
+    #: published before any run: the seed's SHA-256 and each holdout's and pool's SHA-256
+    #: (``leaderboard.services.holdouts.commitment_build``)
+    commitment = models.JSONField(default=dict, blank=True)
+    #: when the seed and the holdouts' rows became public (the cycle's completion)
+    revealed_at = models.DateTimeField(null=True, blank=True)
     #: the public diff: entries with drop > 5 points, deprecations, stability changes
     diff = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
@@ -51,12 +60,39 @@ class ReevaluationCycle(models.Model):
         return holdout_entry(self.holdouts, task_id, base_model_id)
 
     def holdout_files(self) -> list[dict]:
-        """Every minted holdout file, one row each: {"task", "base_model" ("" unless on-policy),
-        and the entry's fields}, by task then model."""
+        """Every drawn holdout, one row each: {"task", "base_model" ("" unless on-policy), and the
+        entry's public fields (``holdout_public``)}, by task then model."""
         return [
-            {"task": task, "base_model": model, **entry}
+            {"task": task, "base_model": model, **holdout_public(entry)}
             for task, model, entry in holdout_items(self.holdouts)
         ]
+
+    def public_holdouts(self) -> dict:
+        """The holdouts as the pages and the API show them: no row, id or file path."""
+        return holdouts_map(self.holdouts, holdout_public)
+
+    @property
+    def is_revealed(self) -> bool:
+        """The cycle has completed and its seed and holdout rows are public."""
+        return self.status == self.Status.COMPLETED and bool(self.seed) and self.revealed_at is not None
+
+
+#: what is shown of a holdout while its cycle runs: its size, its SHA-256 and its pool's (the
+#: commitment), never its rows, their ids or its file
+PUBLIC_HOLDOUT_FIELDS = (
+    "rows",
+    "sha256",
+    "pool",
+    "pool_sha256",
+    "pool_rows",
+    "sealed_pool_rows",
+    "reused_rows",
+    "note",
+)
+
+
+def holdout_public(entry: dict) -> dict:
+    return {k: entry[k] for k in PUBLIC_HOLDOUT_FIELDS if k in entry}
 
 
 def holdout_entry(holdouts: dict, task_id: str, base_model_id: str | None) -> dict | None:

@@ -14,6 +14,8 @@ One order; each module imports only earlier ones (checked by import-linter, see 
     submissions        create, reject, advance (score once every run is finished)
     coverage           keep scored probes measured on the active tasks (backfill, rescore)
     reevaluation       quarterly cycles: holdouts, diffs, deprecation, supersession
+    holdouts           a cycle's holdouts: the secret seed, the pools, the sealed files, the
+                       commitment (imports no other service)
     lifecycle          the only fan-out: what happens when a run finishes; the reconciler
 
 Reads that writers need too (the current reference probe, the runs a submission waits on, the

@@ -2,11 +2,13 @@
 and task supersession (eval-awareness reference updates: ``services.reference_updates``).
 
     reevaluation_start       one cycle per quarter: verify every split file against tasks.yaml,
-                             mint each task's holdout, plan a holdout run of every active probe on
-                             every active task of its category, dispatch them
+                             draw each task's holdout with a secret seed (``services.holdouts``),
+                             store and publish the commitment, then plan a holdout run of every
+                             active probe on every active task of its category, dispatch them
     cycle_advance            once every run of the cycle is finished: compare each probe with its
                              reference AUROC, publish the diff, deprecate, award stability badges,
-                             open leakage records, retire superseded tasks
+                             open leakage records, retire superseded tasks, reveal the seed and
+                             the holdouts
 
 The reference AUROC of a version is its test AUROC when it was scored (``reference_auroc``); every
 cycle compares the fresh holdout AUROC with that same number, so a slow decline accumulates.
@@ -17,7 +19,6 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -25,8 +26,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from evaluator import CODE_VERSION
-from evaluator.data.holdouts import mint_holdout, quarter_validate, read_rows
-from evaluator.data.leakage import split_text_hashes
+from evaluator.data.holdouts import quarter_validate
 from evaluator.data.registry.load import Registry
 from evaluator.errors import EvaluatorError
 from evaluator.metrics import metrics
@@ -40,13 +40,14 @@ from leaderboard.models import (
     Task,
     TaskSplit,
     holdout_entry,
-    holdout_items,
+    holdout_public,
     holdouts_map,
 )
 from leaderboard.policy import DEPRECATE_POINTS, DIFF_POINTS, LEAKAGE_POINTS, STABILITY_MIN_QUARTERS
 from leaderboard.registry_sync import registry_load
 from leaderboard.selectors.shared import scored_versions, tasks_applicable
 from leaderboard.services.coverage import coverage_start, rescore_category
+from leaderboard.services.holdouts import commitment_build, holdouts_draw
 from leaderboard.services.leakage import leakage_record_open
 from leaderboard.services.runs import (
     BUNDLE_PUBLISH_TASK,
@@ -76,12 +77,6 @@ def outcome_for(drop_points: float) -> str:
     return Outcome.HELD
 
 
-def holdout_path(quarter: str, task_id: str, base_model_id: str = "") -> Path:
-    """holdouts/<quarter>/<task>.jsonl; an on-policy task's per model: <task>/<model>.jsonl"""
-    base = Path(settings.DATA_DIR) / "holdouts" / quarter
-    return base / task_id / f"{base_model_id}.jsonl" if base_model_id else base / f"{task_id}.jsonl"
-
-
 # --------------------------------------------------------------------------- starting a cycle
 
 
@@ -90,7 +85,9 @@ def reevaluation_start(*, quarter: str, by, dispatch: bool = True) -> Reevaluati
 
     One cycle per quarter (Conflict otherwise), quarters in order, one running at a time. A cycle
     that stopped before any run (a split file that does not match tasks.yaml, a pool that cannot
-    be sampled) is recorded as failed with the reason, and may be started again once fixed.
+    be built or sampled) is recorded as failed with the reason, and may be started again once
+    fixed. The commitment (the seed's SHA-256, each holdout's and pool's) is stored, and so
+    public, before the first run is created.
     """
     try:
         quarter_validate(quarter)
@@ -100,7 +97,7 @@ def reevaluation_start(*, quarter: str, by, dispatch: bool = True) -> Reevaluati
     try:
         registry = registry_load()
         _splits_verify(registry)
-        holdouts = _holdouts_mint(registry=registry, cycle=cycle)
+        holdouts, secret = holdouts_draw(registry=registry, cycle=cycle)
     except (EvaluatorError, OSError) as exc:
         Cycle.objects.filter(pk=cycle.pk).update(
             status=Cycle.Status.FAILED, error=str(exc), finished_at=timezone.now()
@@ -111,6 +108,7 @@ def reevaluation_start(*, quarter: str, by, dispatch: bool = True) -> Reevaluati
             field="quarter",
             extra={"url": cycle.get_absolute_url()},
         ) from None
+    _commit(cycle, holdouts=holdouts, secret=secret)
     runs = _runs_plan(cycle=cycle, holdouts=holdouts, dispatch=dispatch)
     # every active probe is rerun: one missing a task of its category (a refresh running side by
     # side, a new task) is scored on it too, and its Score follows once those runs finish
@@ -163,6 +161,7 @@ def _cycle_open(*, quarter: str, by) -> ReevaluationCycle:
                 {},
                 {},
             )
+            existing.seed, existing.commitment, existing.revealed_at = "", {}, None
             existing.save()
             return existing
         try:
@@ -193,80 +192,18 @@ def _splits_verify(registry: Registry) -> None:
         )
 
 
-def _holdouts_mint(*, registry: Registry, cycle: ReevaluationCycle) -> dict[str, dict[str, Any]]:
-    """Mint and write each active task's holdout, avoiding the rows of earlier quarters' holdouts
-    and any text of the task's train/test/distshift splits.
-
-    An on-policy task's labels are each base model's own behaviour, so it has one pool per model
-    (``splits_by_model``): one holdout per model is minted from that model's pool (avoiding that
-    model's other splits and its earlier holdouts), stored under the task as
-    ``{"by_model": {model: entry}}``; a probe is measured on its own model's
-    (``ReevaluationCycle.holdout_for``).
-    """
-    used: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for earlier in Cycle.objects.exclude(pk=cycle.pk).exclude(status=Cycle.Status.FAILED):
-        for task_id, model, h in holdout_items(earlier.holdouts):
-            used[(task_id, model)].update(h.get("ids", []))
-    holdouts: dict[str, dict[str, Any]] = {}
-    for task in Task.objects.filter(status=Task.Status.ACTIVE).order_by("slug"):
-        spec = registry.task(task.slug)
-        if not spec.on_policy:
-            holdouts[task.slug] = _holdout_mint(registry, cycle, task.slug, "", spec.splits, used)
-            continue
-        by_model = {
-            model: _holdout_mint(registry, cycle, task.slug, model, splits, used)
-            for model, splits in sorted(spec.splits_by_model.items())
-            if "holdout_pool" in splits
-        }
-        if by_model:
-            holdouts[task.slug] = {"by_model": by_model}
-        else:
-            log.info("cycle %s: on-policy task %s has no model with a holdout pool", cycle.quarter, task.slug)
-    return holdouts
-
-
-def _holdout_mint(
-    registry: Registry,
-    cycle: ReevaluationCycle,
-    task_id: str,
-    model: str,
-    splits: dict,
-    used: dict[tuple[str, str], set[str]],
-) -> dict[str, Any]:
-    """Mint one holdout from ``splits["holdout_pool"]`` (a task's, or one base model's splits of
-    an on-policy task, ``model`` naming it), write it, and return its cycle entry."""
-    forbidden = {
-        h
-        for name, split in splits.items()
-        if name != "holdout_pool"
-        for _, h in split_text_hashes(registry.root / split.path)
-    }
-    pool_spec = splits["holdout_pool"]
-    h = mint_holdout(
-        task_id=task_id,
-        quarter=cycle.quarter,
-        pool=read_rows(registry.root / pool_spec.path),
-        used_ids=used[(task_id, model)],
-        size=settings.HOLDOUT_SIZE,
-        forbidden_texts=forbidden,
-    )
-    path = holdout_path(cycle.quarter, task_id, model)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(h.to_bytes())
-    return {
-        "path": str(path.relative_to(settings.DATA_DIR)),
-        "rows": len(h.rows),
-        "sha256": h.sha256,
-        "ids": h.ids,
-        "reused_rows": h.reused_rows,
-        "pool_sha256": pool_spec.sha256,
-    }
+def _commit(cycle: ReevaluationCycle, *, holdouts: dict, secret: bytes) -> None:
+    """Store the drawn holdouts, the secret and the commitment, in a transaction of their own: the
+    commitment is public (the cycle's page and API) before any run exists."""
+    with transaction.atomic():
+        cycle.holdouts = holdouts
+        cycle.seed = secret.hex()
+        cycle.commitment = commitment_build(secret=secret, holdouts=holdouts)
+        cycle.save(update_fields=["holdouts", "seed", "commitment"])
 
 
 @transaction.atomic
 def _runs_plan(*, cycle: ReevaluationCycle, holdouts: dict, dispatch: bool) -> list[EvaluationRun]:
-    cycle.holdouts = holdouts
-    cycle.save(update_fields=["holdouts"])
     tasks_by_category: dict[str, list[Task]] = defaultdict(list)
     for task in Task.objects.filter(status=Task.Status.ACTIVE, slug__in=holdouts):
         tasks_by_category[task.category_id].append(task)
@@ -310,7 +247,9 @@ def cycle_advance(*, cycle_id: int) -> ReevaluationCycle | None:
         _cycle_results_apply(cycle)
         cycle.status = Cycle.Status.COMPLETED
         cycle.finished_at = timezone.now()
-        cycle.save(update_fields=["status", "finished_at", "diff"])
+        # every run has finished: the seed and the holdouts' rows are public from now on
+        cycle.revealed_at = cycle.finished_at if cycle.seed else None
+        cycle.save(update_fields=["status", "finished_at", "diff", "revealed_at"])
         # the boards' rank deltas are measured on this cycle's holdout: recompute them; and the
         # quarter's per-example bulk export (services.exports) and signed bundle (services.bundles)
         categories = sorted(
@@ -449,10 +388,8 @@ def _result_apply(cycle: ReevaluationCycle, result: CycleResult, per_task: dict[
 
 
 def _public_holdouts(holdouts: dict) -> dict:
-    """Each holdout's rows, SHA-256 and reused rows (an on-policy task's per base model)."""
-    return holdouts_map(
-        holdouts, lambda v: {"rows": v["rows"], "sha256": v["sha256"], "reused_rows": v.get("reused_rows", 0)}
-    )
+    """Each holdout's size, SHA-256, pool and reused rows (an on-policy task's per base model)."""
+    return holdouts_map(holdouts, lambda v: {"reused_rows": 0} | holdout_public(v))
 
 
 def _public(entry: dict) -> dict:

@@ -42,6 +42,7 @@ from leaderboard.selectors.compare import CompareQueryError, compare_rows, probe
 from leaderboard.selectors.cycles import (
     leakage_public_list,
     reevaluation_detail,
+    reevaluation_reveal,
     reference_update_get,
     reference_update_list,
 )
@@ -480,10 +481,12 @@ def reevaluation(request, quarter):
         raise Http404("no such cycle")
     cycle, results = found
     listed = [r for r in results if r.outcome in ("dropped", "deprecated")]
+    # the seed and the holdouts' rows: only once the cycle has completed (None before)
+    reveal = reevaluation_reveal(quarter=quarter)[1] if cycle.is_revealed else None
     return render(
         request,
         "leaderboard/reevaluation.html",
-        {"cycle": cycle, "results": results, "listed": listed, "policy": POLICY},
+        {"cycle": cycle, "results": results, "listed": listed, "policy": POLICY, "reveal": reveal},
     )
 
 

@@ -3,6 +3,8 @@
 It copies licenses, models and weights specs, and writes, for a few real tasks, split files made
 of the first rows of each label of the real splits (deterministic), with their real SHA-256 in a
 tasks.yaml of their own. A pipeline run on it is a real run on real data, only shorter.
+``seal_pools`` seals small pools for its quarterly holdouts (other real rows) under a test's data
+directory, as the board keeps the sealed pools it builds from the source archives.
 """
 
 from __future__ import annotations
@@ -109,3 +111,58 @@ def _write_splits(dest: Path, splits: dict, sizes: dict[str, int]) -> dict:
         path.write_bytes(payload)
         out[split] = {"path": spec["path"], "rows": len(rows), "sha256": hashlib.sha256(payload).hexdigest()}
     return out
+
+
+#: rows in each sealed pool the tests seal: ten times the tests' holdouts of 16, and some over
+SEALED_POOL_ROWS = 200
+
+
+def seal_pools(root: Path, data_dir: Path, key_file: Path, rows: int = SEALED_POOL_ROWS) -> dict[str, int]:
+    """Seal a pool for every task of the registry at ``root`` that is about its text, where the
+    board keeps its sealed pools (``evaluator.data.pools.sealed_pool_path`` under ``data_dir``,
+    encrypted with the key at ``key_file``), so that a cycle on it never builds one from the source
+    archives. Returns task → rows sealed.
+
+    The rows are real rows of the task's committed splits (this project's) in groups that no split
+    of ``root`` holds, so they are disjoint from the small registry's public splits. Where those
+    are too few (``root`` is the whole registry), stand-ins fill the pool: public pool rows with a
+    marker appended to the text, group and id, which makes them disjoint by normalised text too."""
+    from evaluator.data.holdouts import read_rows
+    from evaluator.data.pools import pool_bytes, sealed_label, sealed_pool_path
+    from evaluator.data.sealing import key_load_or_create, write_sealed
+    from evaluator.data.texts import text_hash
+
+    key = key_load_or_create(key_file)
+    data = yaml.safe_load((root / "tasks.yaml").read_text())
+    real = {t["id"]: t for t in yaml.safe_load((ROOT / "tasks.yaml").read_text())["tasks"]}
+    sealed = {}
+    for entry in data["tasks"]:
+        if entry.get("on_policy") or entry["id"] not in real:
+            continue
+        public = [r for s in entry["splits"].values() for r in read_rows(root / s["path"])]
+        groups = {r["group"] for r in public}
+        texts = {text_hash(r["text"]) for r in public}
+        by_group: dict[str, list[dict]] = {}
+        for name in ("holdout_pool", "test", "train"):
+            for r in read_rows(ROOT / real[entry["id"]]["splits"][name]["path"]):
+                if r["group"] not in groups and text_hash(r["text"]) not in texts:
+                    by_group.setdefault(r["group"], []).append(r)
+        pool: list[dict] = []
+        for name in sorted(by_group):
+            if len(pool) >= rows:
+                break
+            pool += by_group[name]
+        for r in public:
+            if len(pool) >= rows:
+                break
+            pool.append(
+                r | {"id": f"{r['id']}~s", "group": f"{r['group']}~s", "text": f"{r['text']} [sealed]"}
+            )
+        write_sealed(
+            sealed_pool_path(data_dir, entry["id"]),
+            pool_bytes(pool),
+            key=key,
+            label=sealed_label(entry["id"]),
+        )
+        sealed[entry["id"]] = len(pool)
+    return sealed

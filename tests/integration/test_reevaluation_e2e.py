@@ -1,8 +1,10 @@
 """Quarterly re-evaluation on real runs: real SmolLM2 probes scored by a real Celery worker
-process, cycles started by staff through the API and the command, holdouts minted from the small
-registry's pools and run by the worker; a probe trained on its own test split is caught, and its
-confirmed record survives every attempt to change or delete it; a new eval-awareness reference
-version re-scores the dependents from stored per-example scores, with no model in reach."""
+process, cycles started by staff through the API and the command, holdouts drawn with a secret
+seed from the small registry's sealed pools and run by the worker (which opens the sealed files
+with the key the board made); a probe trained on its own test split is caught, and its confirmed
+record survives every attempt to change or delete it; the completed cycle's reveal passes
+``verify-holdout``; a new eval-awareness reference version re-scores the dependents from stored
+per-example scores, with no model in reach."""
 
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
 from rest_framework.test import APIClient
 
+from evaluator.commands.cli import main as evaluator_main
+from evaluator.data.pools import sealed_label, sealed_pool_path
+from evaluator.data.sealing import read_sealed
 from leaderboard.errors import ImmutableRecordError
 from leaderboard.models import (
     CycleResult,
@@ -30,6 +35,7 @@ from leaderboard.models import (
     Score,
     Submission,
 )
+from leaderboard.sealed import holdout_read, sealing_key
 from leaderboard.services.tokens import api_token_create
 from tests.integration.conftest import SOURCE, WorkerProcess, settled, submit_dir, train_probe, wait_for
 
@@ -38,7 +44,7 @@ Run = EvaluationRun
 TRUTH = "cities-truth-v1"
 EA_TASK = "benchmark-vs-user-v1"
 URL = "/api/v1/maintainer/reevaluations"
-HOLDOUT_SIZE = 16  # three disjoint quarters from the small registry's pools of 48
+HOLDOUT_SIZE = 16  # disjoint quarters from the small registry's sealed pools of 200
 
 
 def edit_probe_json(probe_dir: Path, **changes) -> Path:
@@ -200,16 +206,26 @@ def test_a_quarter_on_real_runs_catches_a_probe_trained_on_its_test_split(
         assert run.status == Run.Status.SUCCEEDED and run.attempts == 1, run.error
         holdout = cycle.holdouts[run.task_id]
         assert run.split_sha256 == holdout["sha256"]
-        assert (
-            hashlib.sha256((settings.DATA_DIR / holdout["path"]).read_bytes()).hexdigest()
-            == holdout["sha256"]
-        )
+        data = holdout_read(cycle.quarter, run.task_id, "", holdout["path"])  # sealed at rest
+        committed = {e["task"]: e["sha256"] for e in cycle.commitment["holdouts"]}
+        assert hashlib.sha256(data).hexdigest() == holdout["sha256"] == committed[run.task_id]
         assert sorted(e["id"] for e in run.example_scores) == sorted(holdout["ids"])
     assert client.get("/api/v1/reevaluations/2026Q3").json()["progress"] == {
         "total": 3,
         "done": 3,
         "failed": 0,
     }
+    # completed: the seed and the rows are revealed, and the draw checks out from outside
+    reveal = tmp_path / "reveal.json"
+    reveal.write_text(client.get("/api/v1/reevaluations/2026Q3/reveal").content.decode())
+    pools = []
+    for task in (TRUTH, EA_TASK):
+        plain = tmp_path / f"{task}.jsonl"
+        path = sealed_pool_path(settings.DATA_DIR, task)
+        plain.write_bytes(read_sealed(path, key=sealing_key(), label=sealed_label(task)))
+        pools += ["--pool", f"{task}={plain}"]
+    argv = ["verify-holdout", "2026Q3", "--reveal", str(reveal), "--registry", str(board), *pools, "--json"]
+    assert evaluator_main(argv) == 0
 
     leaky_result = CycleResult.objects.get(cycle=cycle, probe_version=bad)
     assert leaky_result.outcome == "deprecated" and leaky_result.drop_points > 10, leaky_result.drop_points

@@ -2,7 +2,8 @@
 holdout per base model, minted from that model's own pool and disjoint from its other splits; a
 probe on that model is rerun on its model's holdout and gets a holdout AUROC; the encoder (no
 behaviour to label) is not rerun on it; the command, the page and the API show the per-model
-holdouts without their item ids."""
+holdouts without their item ids. An on-policy task's pools are its models' committed files, so
+its holdouts say the pool is public."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from evaluator.data.holdouts import read_rows
 from evaluator.data.registry.load import load_registry
 from evaluator.data.texts import text_hash
 from leaderboard import models as m
+from leaderboard.sealed import holdout_read
 from leaderboard.services.reevaluation import cycle_advance, reevaluation_start
+from tests.integration.mini_registry import seal_pools
 from tests.leaderboard.board_data import public_probe
 from tests.leaderboard.reevaluation_data import finish_holdout_runs, scored
 
@@ -28,8 +31,11 @@ SIZE = 40  # from the pool of 100: two quarters without reuse
 
 
 @pytest.fixture
-def board(registry, settings):
+def board(registry, settings, tmp_path):
     settings.HOLDOUT_SIZE = SIZE
+    settings.DATA_DIR = tmp_path / "data"
+    # the text tasks' sealed pools (stand-ins: what these tests read is the on-policy task's)
+    seal_pools(load_registry().root, settings.DATA_DIR, settings.HOLDOUT_SEALING_KEY_FILE, rows=10 * SIZE)
     smol = scored("smol-city", reference_auroc=0.8)
     tasks = [
         t
@@ -51,13 +57,14 @@ def test_an_on_policy_task_gets_one_holdout_per_model_from_that_models_pool(boar
     assert entry["by_model"][SMOL]["sha256"] != entry["by_model"]["gemma-3-270m"]["sha256"]
     h = cycle.holdout_for(CITY_COUNTRY_ID, SMOL)
     assert h is entry["by_model"][SMOL] and cycle.holdout_for(CITY_COUNTRY_ID, ENCODER) is None
-    assert h["path"] == f"holdouts/2026Q4/{CITY_COUNTRY_ID}/{SMOL}.jsonl"
-    data = (settings.DATA_DIR / h["path"]).read_bytes()
+    assert h["path"] == f"holdouts/2026Q4/{CITY_COUNTRY_ID}/{SMOL}.jsonl.sealed"
+    data = holdout_read("2026Q4", CITY_COUNTRY_ID, SMOL, h["path"])
     assert hashlib.sha256(data).hexdigest() == h["sha256"]
     rows = [json.loads(line) for line in data.decode().splitlines()]
     assert len(rows) == h["rows"] == SIZE and sum(r["label"] for r in rows) == SIZE // 2
     splits = spec.splits_for(SMOL)
-    assert h["pool_sha256"] == splits["holdout_pool"].sha256
+    assert h["pool_sha256"] == splits["holdout_pool"].sha256 and h["pool"] == "public"
+    assert "on-policy" in h["note"] and "not caught" in h["note"]
     pool = {r["id"]: r for r in read_rows(reg.root / splits["holdout_pool"].path)}
     assert all(pool[r["id"]] == r for r in rows)  # the very rows of SmolLM2's own pool
     for name in ("train", "test", "distshift"):
@@ -85,10 +92,15 @@ def test_a_probe_is_rerun_on_its_models_holdout_and_gets_a_holdout_auroc(board, 
     [other] = [e for e in cycle.diff["entries"] if e["probe"] == "encoder-city"]
     assert CITY_COUNTRY_ID not in other["holdout_per_task"] and other["outcome"] == "held"
     public = cycle.diff["holdouts"][CITY_COUNTRY_ID]["by_model"][SMOL]
+    h = cycle.holdout_for(CITY_COUNTRY_ID, SMOL)
     assert public == {
         "rows": SIZE,
-        "sha256": cycle.holdout_for(CITY_COUNTRY_ID, SMOL)["sha256"],
+        "sha256": h["sha256"],
         "reused_rows": 0,
+        "pool": "public",
+        "pool_sha256": h["pool_sha256"],
+        "pool_rows": 100,
+        "note": h["note"],
     }
 
     body = client.get("/api/v1/reevaluations/2026Q4").json()
@@ -127,7 +139,7 @@ def test_a_gemma_probe_is_rerun_on_gemmas_own_holdout(board, maintainer):
     }
     assert (
         set(own["ids"]) <= pool
-        and own["path"].endswith(f"/{gemma_id}.jsonl")
+        and own["path"].endswith(f"/{gemma_id}.jsonl.sealed")
         and own["sha256"] != smol["sha256"]
     )
     [run] = cycle.runs.filter(probe_version=gemma, task_id=CITY_COUNTRY_ID)

@@ -1,6 +1,7 @@
 """Starting a cycle: staff only, one per quarter (API 409, command error, admin message), every
 split file re-hashed against tasks.yaml first (a tampered file stops the cycle before any run,
-naming the file and both hashes), holdouts deterministic, disjoint and recorded."""
+naming the file and both hashes), holdouts drawn from their sealed pools with a secret seed
+(deterministic given it), disjoint and recorded."""
 
 from __future__ import annotations
 
@@ -13,10 +14,13 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from evaluator.data.holdouts import mint_holdout, read_rows
+from evaluator.data.pools import sealed_pool_load
 from evaluator.data.registry.load import load_registry
 from evaluator.data.texts import text_hash
+from evaluator.errors import EvaluatorError
 from leaderboard.errors import Conflict, ServiceError
 from leaderboard.models import CycleResult, EvaluationRun, ReevaluationCycle
+from leaderboard.sealed import holdout_read, sealing_key
 from leaderboard.services.reevaluation import reevaluation_start
 from leaderboard.services.tokens import api_token_create
 from tests.leaderboard.reevaluation_data import (
@@ -172,17 +176,27 @@ def test_a_database_out_of_sync_with_tasks_yaml_stops_the_cycle(board, maintaine
 # --------------------------------------------------------------------------- holdouts
 
 
-def test_holdouts_are_deterministic(small_registry):
+SECRET, OTHER_SECRET = b"s" * 32, b"t" * 32
+
+
+def test_holdouts_are_deterministic_given_the_secret(small_registry):
     reg = load_registry(small_registry)
     pool = read_rows(small_registry / reg.task(TRUTH_TASK).splits["holdout_pool"].path)
-    a = mint_holdout(task_id=TRUTH_TASK, quarter="2026Q4", pool=pool, size=HOLDOUT_SIZE)
-    b = mint_holdout(task_id=TRUTH_TASK, quarter="2026Q4", pool=list(reversed(pool)), size=HOLDOUT_SIZE)
+
+    def draw(**kw):
+        return mint_holdout(
+            **{"task_id": TRUTH_TASK, "quarter": "2026Q4", "pool": pool, "secret": SECRET} | kw
+        )
+
+    a, b = draw(size=HOLDOUT_SIZE), draw(pool=list(reversed(pool)), size=HOLDOUT_SIZE)
     assert a.to_bytes() == b.to_bytes() and a.sha256 == b.sha256
     assert sum(r["label"] for r in a.rows) == HOLDOUT_SIZE // 2  # label-balanced
-    other = mint_holdout(task_id=TRUTH_TASK, quarter="2027Q1", pool=pool, size=HOLDOUT_SIZE)
-    assert other.sha256 != a.sha256  # seeded by the quarter
-    other_task = mint_holdout(task_id="cities-truth-v2", quarter="2026Q4", pool=pool, size=HOLDOUT_SIZE)
-    assert other_task.sha256 != a.sha256  # and by the task id
+    assert draw(secret=OTHER_SECRET, size=HOLDOUT_SIZE).sha256 != a.sha256  # seeded by the secret
+    assert draw(quarter="2027Q1", size=HOLDOUT_SIZE).sha256 == a.sha256  # not by the quarter any more
+    assert draw(task_id="cities-truth-v2", size=HOLDOUT_SIZE).sha256 != a.sha256  # and by the task id
+    assert draw(model="gemma-3-270m", size=HOLDOUT_SIZE).sha256 != a.sha256  # and by the base model
+    with pytest.raises(EvaluatorError, match="secret of at least 16 bytes"):
+        draw(secret=b"short", size=HOLDOUT_SIZE)
 
 
 def test_paired_rows_are_taken_together():
@@ -191,7 +205,7 @@ def test_paired_rows_are_taken_together():
         for i in range(20)
         for side in "ab"
     ]
-    h = mint_holdout(task_id="pairs-v1", quarter="2026Q4", pool=pool, size=10)
+    h = mint_holdout(task_id="pairs-v1", quarter="2026Q4", pool=pool, secret=SECRET, size=10)
     groups = {r["group"] for r in h.rows}
     assert len(h.rows) == 10 and len(groups) == 5
     assert all(sum(r["group"] == g for r in h.rows) == 2 for g in groups)
@@ -200,17 +214,24 @@ def test_paired_rows_are_taken_together():
 def test_holdouts_never_overlap_earlier_quarters_while_the_pool_allows(
     board, maintainer, small_registry, settings
 ):
-    quarters = ("2026Q1", "2026Q2", "2026Q3")  # 3 × 16 rows from a pool of 48
+    quarters = ("2026Q1", "2026Q2", "2026Q3")  # 3 × 16 rows from a sealed pool of 200
     cycles = [run_cycle(q, maintainer, {"first": 0.9, "second": 0.9}) for q in quarters]
     for task in (TRUTH_TASK, "benchmark-vs-user-v1"):
         ids = [set(c.holdouts[task]["ids"]) for c in cycles]
         assert all(len(s) >= HOLDOUT_SIZE - 1 for s in ids)
         assert not (ids[0] & ids[1]) and not (ids[0] & ids[2]) and not (ids[1] & ids[2])
         assert all(c.holdouts[task]["reused_rows"] == 0 for c in cycles)
-    # the pool is spent: the fourth quarter reuses rows, and says so
-    fourth = run_cycle("2026Q4", maintainer, {"first": 0.9, "second": 0.9})
-    assert fourth.holdouts[TRUTH_TASK]["reused_rows"] > 0
-    assert fourth.diff["holdouts"][TRUTH_TASK]["reused_rows"] > 0
+        # the rows avoided are recorded for the verifier: the earlier quarters' rows of this pool
+        assert set(cycles[2].holdouts[task]["avoided_ids"]) == ids[0] | ids[1]
+        assert cycles[2].diff["holdouts"][task]["reused_rows"] == 0
+
+
+def test_a_spent_pool_reuses_rows_and_says_so():
+    pool = [{"id": f"r{i}", "group": f"g{i}", "label": i % 2, "text": f"item {i}"} for i in range(20)]
+    used = {f"r{i}" for i in range(16)}  # earlier quarters took 16 of the 20 rows
+    h = mint_holdout(task_id="x-v1", quarter="2026Q4", pool=pool, secret=SECRET, used_ids=used, size=8)
+    assert len(h.rows) == 8 and h.reused_rows == 4
+    assert {f"r{i}" for i in range(16, 20)} <= set(h.ids)  # the unused rows come first
 
 
 def test_holdouts_are_disjoint_from_train_test_and_distshift_and_hashed(
@@ -219,14 +240,19 @@ def test_holdouts_are_disjoint_from_train_test_and_distshift_and_hashed(
     cycle = reevaluation_start(quarter="2026Q4", by=maintainer, dispatch=False)
     reg = load_registry(small_registry)
     for task_id, h in cycle.holdouts.items():
-        data = (settings.DATA_DIR / h["path"]).read_bytes()
+        assert h["path"] == f"holdouts/2026Q4/{task_id}.jsonl.sealed"
+        data = holdout_read("2026Q4", task_id, "", h["path"])  # sealed at rest
         assert hashlib.sha256(data).hexdigest() == h["sha256"]
+        assert b"label" not in (settings.DATA_DIR / h["path"]).read_bytes()
         rows = [json.loads(line) for line in data.decode().splitlines()]
-        assert [r["id"] for r in rows] == h["ids"] and len(rows) == h["rows"]
+        assert [r["id"] for r in rows] == h["ids"] and len(rows) == h["rows"] == HOLDOUT_SIZE
+        assert h["pool"] == "sealed" and h["pool_rows"] == 200 and h["note"] == ""
+        sealed = sealed_pool_load(
+            reg, task_id, data_dir=settings.DATA_DIR, key=sealing_key(), sources_dir=settings.DATA_DIR
+        )
+        assert sealed is not None and set(h["ids"]) <= {r["id"] for r in sealed}
         spec = reg.task(task_id)
-        pool_ids = {r["id"] for r in read_rows(small_registry / spec.splits["holdout_pool"].path)}
-        assert set(h["ids"]) <= pool_ids
-        for split in ("train", "test", "distshift"):
+        for split in ("train", "test", "distshift", "holdout_pool"):
             other = read_rows(small_registry / spec.splits[split].path)
             assert not {r["id"] for r in other} & set(h["ids"])
             assert not {text_hash(r["text"]) for r in other} & {text_hash(r["text"]) for r in rows}
@@ -237,6 +263,11 @@ def test_a_pool_row_that_repeats_a_test_text_is_never_drawn():
     pool = [{"id": f"p{i}", "group": f"g{i}", "label": i % 2, "text": f"item {i}"} for i in range(8)]
     pool.append({"id": "dup", "group": "gdup", "label": 1, "text": "the city of  PARIS is in france"})
     h = mint_holdout(
-        task_id="x-v1", quarter="2026Q4", pool=pool, size=20, forbidden_texts={text_hash(test_text)}
+        task_id="x-v1",
+        quarter="2026Q4",
+        pool=pool,
+        secret=SECRET,
+        size=20,
+        forbidden_texts={text_hash(test_text)},
     )
     assert "dup" not in h.ids and len(h.rows) == 8

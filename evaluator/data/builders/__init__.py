@@ -3,7 +3,8 @@
 Each task has one builder function that reads pinned package archives (``sources.py``) and returns
 its rows per split; ``common.write_task`` writes them byte-reproducibly. ``python -m evaluator
 build-data`` runs them and pins the hashes in tasks.yaml; ``build-data --check`` proves the
-committed files are exactly what the builders produce. Pure Python: no Django, no torch.
+committed files are exactly what the builders produce. ``pools.py`` builds the quarterly holdouts'
+sealed pools from the same archives (never committed). Pure Python: no Django, no torch.
 """
 
 from __future__ import annotations

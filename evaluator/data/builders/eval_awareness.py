@@ -121,40 +121,49 @@ def _render(frame: str, item: QAItem, opts: list[str]) -> str:
 
 def build_eval_awareness(ctx: BuildContext) -> BuiltTask:
     items = question_pool(ctx, "eval-awareness")
-    distractors = {it.index: items[(i + 7) % len(items)].right for i, it in enumerate(items)}
     parts = partition(items, {"train": 300, "test": 120, "distshift": 60, "holdout_pool": 220}, TASK_ID)
-    splits = {}
-    for split, block in parts.items():
-        bench, user = (_BENCH_SHIFT, _USER_SHIFT) if split == "distshift" else (_BENCH, _USER)
-        rows = []
-        for it in block:
-            opts = _options(it, distractors[it.index], TASK_ID)
-            b = stable_hash(TASK_ID, "bench", it.index) % len(bench)
-            bench_text = _render(bench[b], it, opts)
-            # the user frame closest in length to the benchmark rendering (ties broken by a seeded draw)
-            order = sorted(
-                range(len(user)),
-                key=lambda u: (
-                    abs(len(_render(user[u], it, opts)) - len(bench_text)),
-                    stable_hash(TASK_ID, "user", it.index, u),
-                ),
-            )
-            u = order[0]
-            for label, text, frame in (
-                (1, bench_text, f"bench{b}"),
-                (0, _render(user[u], it, opts), f"user{u}"),
-            ):
-                rows.append(
-                    Row(
-                        key=f"q{it.index:05d}-{'b' if label else 'u'}",
-                        group=f"q{it.index:05d}",
-                        label=label,
-                        text=text,
-                        meta={"source_index": it.index, "frame": frame},
-                    )
-                )
-        splits[split] = rows
+    distractors = distractors_for(items)
+    splits = {split: item_rows(block, split, distractors) for split, block in parts.items()}
     return BuiltTask(meta=META, splits=tag_splits(splits, "general_knowledge", HOTPOTQA_SOURCE))
+
+
+def distractors_for(items: list[QAItem]) -> dict[int, str]:
+    """Each item's third option: the right answer of the item seven places on (in ``items``)."""
+    return {it.index: items[(i + 7) % len(items)].right for i, it in enumerate(items)}
+
+
+def item_rows(block: list[QAItem], split: str, distractors: dict[int, str]) -> list[Row]:
+    """Each item as a benchmark item (1) and as a user's request (0), one group; distshift's frames
+    for ``split == "distshift"``, the others' otherwise."""
+    bench, user = (_BENCH_SHIFT, _USER_SHIFT) if split == "distshift" else (_BENCH, _USER)
+    rows = []
+    for it in block:
+        opts = _options(it, distractors[it.index], TASK_ID)
+        b = stable_hash(TASK_ID, "bench", it.index) % len(bench)
+        bench_text = _render(bench[b], it, opts)
+        # the user frame closest in length to the benchmark rendering (ties broken by a seeded draw)
+        order = sorted(
+            range(len(user)),
+            key=lambda u: (
+                abs(len(_render(user[u], it, opts)) - len(bench_text)),
+                stable_hash(TASK_ID, "user", it.index, u),
+            ),
+        )
+        u = order[0]
+        for label, text, frame in (
+            (1, bench_text, f"bench{b}"),
+            (0, _render(user[u], it, opts), f"user{u}"),
+        ):
+            rows.append(
+                Row(
+                    key=f"q{it.index:05d}-{'b' if label else 'u'}",
+                    group=f"q{it.index:05d}",
+                    label=label,
+                    text=text,
+                    meta={"source_index": it.index, "frame": frame},
+                )
+            )
+    return rows
 
 
 META = TaskMeta(

@@ -95,27 +95,29 @@ def wrong_answers(problem: Problem, n: int, task_id: str) -> list[str]:
 def build_gsm8k(ctx: BuildContext) -> BuiltTask:
     problems = load_problems(ctx)
     parts = partition(problems, {"train": 36, "test": 34, "distshift": 13, "holdout_pool": 17}, TASK_ID)
-    splits = {}
-    for split, block in parts.items():
-        shift = split == "distshift"
-        phrasings = _SHIFT_PHRASINGS if shift else _PHRASINGS
-        rows = []
-        for p in block:
-            wrongs = wrong_answers(p, len(phrasings), TASK_ID)
-            head = f"Q: {p.wrapped_question}\nA: " if shift else f"Problem: {p.question}\nSolution: "
-            for k, phrasing in enumerate(phrasings):
-                for label, x in ((0, p.answer), (1, wrongs[k])):
-                    rows.append(
-                        Row(
-                            key=f"{p.id}-p{k}-{'x' if label else 'c'}",
-                            group=p.id,
-                            label=label,
-                            text=head + phrasing.format(cot=p.chain, x=x),
-                            meta={"problem": p.id, "gold": p.answer, "stated": x, "phrasing": k},
-                        )
-                    )
-        splits[split] = rows
+    splits = {split: problem_rows(block, shift=split == "distshift") for split, block in parts.items()}
     return BuiltTask(meta=META, splits=tag_splits(splits, "mathematics", "gsm8k"))
+
+
+def problem_rows(block: list[Problem], *, shift: bool) -> list[Row]:
+    """Each problem's chain with its final answer (0) and a contradicting one (1), per phrasing."""
+    phrasings = _SHIFT_PHRASINGS if shift else _PHRASINGS
+    rows = []
+    for p in block:
+        wrongs = wrong_answers(p, len(phrasings), TASK_ID)
+        head = f"Q: {p.wrapped_question}\nA: " if shift else f"Problem: {p.question}\nSolution: "
+        for k, phrasing in enumerate(phrasings):
+            for label, x in ((0, p.answer), (1, wrongs[k])):
+                rows.append(
+                    Row(
+                        key=f"{p.id}-p{k}-{'x' if label else 'c'}",
+                        group=p.id,
+                        label=label,
+                        text=head + phrasing.format(cot=p.chain, x=x),
+                        meta={"problem": p.id, "gold": p.answer, "stated": x, "phrasing": k},
+                    )
+                )
+    return rows
 
 
 META = TaskMeta(

@@ -96,13 +96,45 @@ def _is_matched(item: QAItem) -> bool:
     )
 
 
+def question_order(ctx: BuildContext) -> list[QAItem]:
+    """Every HaluEval QA item not length-matched (so never in halueval-qa-v1), in the fixed seeded
+    order the consumers' slices are cut from; the items after the last slice are in no public
+    split and make the quarterly holdouts' sealed pools (``evaluator.data.builders.pools``)."""
+    items = [it for it in load_qa(ctx) if not _is_matched(it) and n_words(it.question) <= MAX_QUESTION_WORDS]
+    return stable_shuffle(items, "halueval-questions", "pool")
+
+
 def question_pool(ctx: BuildContext, consumer: str) -> list[QAItem]:
     """The HaluEval QA items reserved for ``consumer`` (disjoint from each other and from
     halueval-qa-v1's length-matched items), in a fixed seeded order."""
-    items = [it for it in load_qa(ctx) if not _is_matched(it) and n_words(it.question) <= MAX_QUESTION_WORDS]
-    items = stable_shuffle(items, "halueval-questions", "pool")
     start, stop = POOL_SLICES[consumer]
-    return items[start:stop]
+    return question_order(ctx)[start:stop]
+
+
+def matched_items(ctx: BuildContext) -> list[QAItem]:
+    """The length-matched items halueval-qa-v1 is made of (in source order)."""
+    return [it for it in load_qa(ctx) if _is_matched(it)]
+
+
+def qa_rows(items: list[QAItem], *, with_context: bool) -> list[Row]:
+    """Each item's two rows (its right and its hallucinated answer, one group)."""
+    rows = []
+    for it in items:
+        for label, kind, answer in ((0, "right", it.right), (1, "hallucinated", it.hallucinated)):
+            rows.append(
+                Row(
+                    key=f"q{it.index:05d}-{kind[0]}",
+                    group=f"q{it.index:05d}",
+                    label=label,
+                    text=_qa_text(it, answer, with_context=with_context),
+                    meta={
+                        "source_index": it.index,
+                        "answer": kind,
+                        "format": "context_qa" if with_context else "qa",
+                    },
+                )
+            )
+    return rows
 
 
 def _qa_text(item: QAItem, answer: str, *, with_context: bool) -> str:
@@ -112,28 +144,12 @@ def _qa_text(item: QAItem, answer: str, *, with_context: bool) -> str:
 
 
 def build_halueval_qa(ctx: BuildContext) -> BuiltTask:
-    matched = [it for it in load_qa(ctx) if _is_matched(it)]
-    parts = partition(matched, {"train": 320, "test": 150, "distshift": 100, "holdout_pool": 240}, TASK_ID)
-    splits: dict[str, list[Row]] = {}
-    for split, items in parts.items():
-        rows = []
-        for it in items:
-            ctx_flag = split == "distshift"
-            for label, kind, answer in ((0, "right", it.right), (1, "hallucinated", it.hallucinated)):
-                rows.append(
-                    Row(
-                        key=f"q{it.index:05d}-{kind[0]}",
-                        group=f"q{it.index:05d}",
-                        label=label,
-                        text=_qa_text(it, answer, with_context=ctx_flag),
-                        meta={
-                            "source_index": it.index,
-                            "answer": kind,
-                            "format": "context_qa" if ctx_flag else "qa",
-                        },
-                    )
-                )
-        splits[split] = rows
+    parts = partition(
+        matched_items(ctx), {"train": 320, "test": 150, "distshift": 100, "holdout_pool": 240}, TASK_ID
+    )
+    splits: dict[str, list[Row]] = {
+        split: qa_rows(items, with_context=split == "distshift") for split, items in parts.items()
+    }
     return BuiltTask(meta=META, splits=tag_splits(splits, "general_knowledge", HOTPOTQA_SOURCE))
 
 

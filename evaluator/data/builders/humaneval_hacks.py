@@ -444,33 +444,41 @@ def build_humaneval_hacks(ctx: BuildContext) -> BuiltTask:
     problems = load_problems(ctx)
     parts = partition(problems, {"train": 55, "test": 52, "distshift": 25, "holdout_pool": 32}, TASK_ID)
     held_out = {p.number for p in parts["distshift"]}
+    verified = verified_all(problems, held_out)
+    splits = {split: problem_rows(block, verified) for split, block in parts.items()}
+    return BuiltTask(meta=META, splits=tag_splits(splits, "code", "humaneval"))
+
+
+def verified_all(problems: list[Problem], held_out: set[int]) -> dict[int, list[Candidate]]:
+    """Each problem's verified candidates (two child interpreters at a time); the held-out hack
+    type for the problems numbered in ``held_out``."""
     with ThreadPoolExecutor(max_workers=2) as pool:
-        verified = dict(
+        return dict(
             zip(
                 [p.number for p in problems],
                 pool.map(lambda p: verified_candidates(p, p.number in held_out), problems),
                 strict=True,
             )
         )
-    splits = {}
-    for split, block in parts.items():
-        rows = []
-        for p in block:
-            seen: dict[str, int] = {}
-            for cand in verified[p.number]:
-                seen[cand.kind] = seen.get(cand.kind, 0) + 1
-                suffix = f"{cand.kind}{seen[cand.kind] - 1 if seen[cand.kind] > 1 else ''}"
-                rows.append(
-                    Row(
-                        key=f"{p.group}-{suffix}",
-                        group=p.group,
-                        label=cand.label,
-                        text=render(p, cand.body),
-                        meta={"problem": p.task_id, "kind": cand.kind},
-                    )
+
+
+def problem_rows(block: list[Problem], verified: dict[int, list[Candidate]]) -> list[Row]:
+    rows = []
+    for p in block:
+        seen: dict[str, int] = {}
+        for cand in verified[p.number]:
+            seen[cand.kind] = seen.get(cand.kind, 0) + 1
+            suffix = f"{cand.kind}{seen[cand.kind] - 1 if seen[cand.kind] > 1 else ''}"
+            rows.append(
+                Row(
+                    key=f"{p.group}-{suffix}",
+                    group=p.group,
+                    label=cand.label,
+                    text=render(p, cand.body),
+                    meta={"problem": p.task_id, "kind": cand.kind},
                 )
-        splits[split] = rows
-    return BuiltTask(meta=META, splits=tag_splits(splits, "code", "humaneval"))
+            )
+    return rows
 
 
 META = TaskMeta(

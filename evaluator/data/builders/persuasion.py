@@ -159,47 +159,58 @@ def _capitalise(s: str) -> str:
     return s[:1].upper() + s[1:]
 
 
+#: the request's domain: AdvBench has no category field (harmful behaviours: ethics_safety),
+#: HotpotQA no topic field (general_knowledge); the framing is the label, not the domain
+_DOMAIN_OF = {"harmful": ("ethics_safety", "advbench"), "benign": ("general_knowledge", HOTPOTQA_SOURCE)}
+
+
+def harmful_requests(ctx: BuildContext) -> list[tuple[str, str, str]]:
+    """AdvBench's behaviours as (key, request, "harmful")."""
+    return [(f"adv{i:03d}", t, "harmful") for i, t in enumerate(load_advbench(ctx))]
+
+
 def build_persuasion(ctx: BuildContext) -> BuiltTask:
-    harmful = [(f"adv{i:03d}", t, "harmful") for i, t in enumerate(load_advbench(ctx))]
+    harmful = harmful_requests(ctx)
     benign = [(f"q{it.index:05d}", it.question, "benign") for it in question_pool(ctx, "persuasion")]
-    # the request's domain: AdvBench has no category field (harmful behaviours: ethics_safety),
-    # HotpotQA no topic field (general_knowledge); the framing is the label, not the domain
-    domain_of = {"harmful": ("ethics_safety", "advbench"), "benign": ("general_knowledge", HOTPOTQA_SOURCE)}
     sizes = {"train": 150, "test": 60, "distshift": 30, "holdout_pool": 110}
     parts_h = partition(harmful, sizes, TASK_ID, "split-harmful")
     parts_b = partition(benign, sizes, TASK_ID, "split-benign")
-    splits = {}
-    for split in parts_h:
-        shift = split == "distshift"
-        techniques = _SHIFT_TECHNIQUES if shift else _TECHNIQUES
-        neutral = _NEUTRAL_SHIFT if shift else _NEUTRAL
-        names = sorted(techniques)
-        rows = []
-        for i, (key, request, kind) in enumerate(parts_h[split] + parts_b[split]):
-            r = rng(TASK_ID, f"frame:{key}")
-            technique = names[i % len(names)]
-            lead = _fill(r.choice(techniques[technique]), TASK_ID, key)
-            # the neutral preface closest in characters and words to the persuasive one (ties: seeded order)
-            order = list(neutral)
-            r.shuffle(order)
-            plain = min(
-                order, key=lambda n: abs(len(n) - len(lead)) / 5 + abs(len(n.split()) - len(lead.split()))
-            )
-            request = _capitalise(request)
-            for label, preface, frame in ((1, lead, technique), (0, plain, "neutral")):
-                rows.append(
-                    Row(
-                        key=f"{key}-{'p' if label else 'n'}",
-                        group=key,
-                        label=label,
-                        text=f"{preface} {request}",
-                        meta={"request_kind": kind, "technique": frame},
-                        domain=domain_of[kind][0],
-                        source=domain_of[kind][1],
-                    )
-                )
-        splits[split] = rows
+    splits = {split: request_rows(parts_h[split] + parts_b[split], split) for split in parts_h}
     return BuiltTask(meta=META, splits=splits)
+
+
+def request_rows(requests: list[tuple[str, str, str]], split: str) -> list[Row]:
+    """Each request with a persuasive framing (1) and a neutral preface (0), one group; the
+    techniques turn with the request's place in ``requests`` (distshift's held-out ones there)."""
+    shift = split == "distshift"
+    techniques = _SHIFT_TECHNIQUES if shift else _TECHNIQUES
+    neutral = _NEUTRAL_SHIFT if shift else _NEUTRAL
+    names = sorted(techniques)
+    rows = []
+    for i, (key, request, kind) in enumerate(requests):
+        r = rng(TASK_ID, f"frame:{key}")
+        technique = names[i % len(names)]
+        lead = _fill(r.choice(techniques[technique]), TASK_ID, key)
+        # the neutral preface closest in characters and words to the persuasive one (ties: seeded order)
+        order = list(neutral)
+        r.shuffle(order)
+        plain = min(
+            order, key=lambda n: abs(len(n) - len(lead)) / 5 + abs(len(n.split()) - len(lead.split()))
+        )
+        request = _capitalise(request)
+        for label, preface, frame in ((1, lead, technique), (0, plain, "neutral")):
+            rows.append(
+                Row(
+                    key=f"{key}-{'p' if label else 'n'}",
+                    group=key,
+                    label=label,
+                    text=f"{preface} {request}",
+                    meta={"request_kind": kind, "technique": frame},
+                    domain=_DOMAIN_OF[kind][0],
+                    source=_DOMAIN_OF[kind][1],
+                )
+            )
+    return rows
 
 
 META = TaskMeta(

@@ -268,7 +268,7 @@ def past_tense_requests(ctx: BuildContext) -> list[Request]:
     return length_matched(unique, "distshift")
 
 
-def _rows(requests: list[Request]) -> list[Row]:
+def request_rows(requests: list[Request]) -> list[Row]:
     return [
         Row(
             key=r.key,
@@ -288,10 +288,10 @@ def build_refusal(ctx: BuildContext) -> BuiltTask:
     parts = _split_groups(matched, {"train": 0.4, "test": 0.25, "holdout_pool": 0.35})
     shift = past_tense_requests(ctx)
     splits = {
-        "train": _rows(parts["train"]),
-        "test": _rows(parts["test"]),
-        "distshift": _rows(shift),
-        "holdout_pool": _rows(parts["holdout_pool"]),
+        "train": request_rows(parts["train"]),
+        "test": request_rows(parts["test"]),
+        "distshift": request_rows(shift),
+        "holdout_pool": request_rows(parts["holdout_pool"]),
     }
     return BuiltTask(meta=META, splits=splits)
 

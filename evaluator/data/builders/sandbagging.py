@@ -21,7 +21,14 @@ from evaluator.data.builders.common import (
     tag_splits,
 )
 from evaluator.data.builders.halueval import CITATION as HALUEVAL_CITATION
-from evaluator.data.builders.halueval import HOTPOTQA_SOURCE, PACKAGE, QA_PATH, VERSION, question_pool
+from evaluator.data.builders.halueval import (
+    HOTPOTQA_SOURCE,
+    PACKAGE,
+    QA_PATH,
+    VERSION,
+    QAItem,
+    question_pool,
+)
 
 TASK_ID = "prompted-sandbagging-v1"
 
@@ -87,32 +94,36 @@ _SHIFT = (
 def build_sandbagging(ctx: BuildContext) -> BuiltTask:
     items = question_pool(ctx, "sandbagging")
     parts = partition(items, {"train": 300, "test": 120, "distshift": 60, "holdout_pool": 220}, TASK_ID)
-    splits = {}
-    for split, block in parts.items():
-        prompts = {"train": _TRAIN, "distshift": _SHIFT}.get(split, _EVAL)
-        rows = []
-        for it in block:
-            k = stable_hash(TASK_ID, it.index) % len(prompts[0])
-            for label, prompt in ((1, prompts[0][k]), (0, prompts[1][k])):
-                if split == "distshift":
-                    text = f"{prompt}\nQ: {it.question}\nA:"
-                else:
-                    text = f"{prompt}\n\nQuestion: {it.question}\nAnswer:"
-                rows.append(
-                    Row(
-                        key=f"q{it.index:05d}-{'s' if label else 'n'}",
-                        group=f"q{it.index:05d}",
-                        label=label,
-                        text=text,
-                        meta={
-                            "source_index": it.index,
-                            "prompt_set": split if split in ("train", "distshift") else "eval",
-                            "prompt": k,
-                        },
-                    )
-                )
-        splits[split] = rows
+    splits = {split: item_rows(block, split) for split, block in parts.items()}
     return BuiltTask(meta=META, splits=tag_splits(splits, "general_knowledge", HOTPOTQA_SOURCE))
+
+
+def item_rows(block: list[QAItem], split: str) -> list[Row]:
+    """Each question under its sandbagging prompt (1) and its neutral one (0), one group; the prompt
+    set of ``split`` (train, distshift, or the evaluation set of test and holdout)."""
+    prompts = {"train": _TRAIN, "distshift": _SHIFT}.get(split, _EVAL)
+    rows = []
+    for it in block:
+        k = stable_hash(TASK_ID, it.index) % len(prompts[0])
+        for label, prompt in ((1, prompts[0][k]), (0, prompts[1][k])):
+            if split == "distshift":
+                text = f"{prompt}\nQ: {it.question}\nA:"
+            else:
+                text = f"{prompt}\n\nQuestion: {it.question}\nAnswer:"
+            rows.append(
+                Row(
+                    key=f"q{it.index:05d}-{'s' if label else 'n'}",
+                    group=f"q{it.index:05d}",
+                    label=label,
+                    text=text,
+                    meta={
+                        "source_index": it.index,
+                        "prompt_set": split if split in ("train", "distshift") else "eval",
+                        "prompt": k,
+                    },
+                )
+            )
+    return rows
 
 
 META = TaskMeta(

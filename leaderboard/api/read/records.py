@@ -11,13 +11,13 @@ from rest_framework.response import Response
 
 from leaderboard.api.read.base import PublicReadApi
 from leaderboard.http import public_cache
-from leaderboard.models import holdouts_map
 from leaderboard.presentation import POLICY
 from leaderboard.selectors.bundles import bundles_list
 from leaderboard.selectors.cycles import (
     leakage_public_list,
     reevaluation_detail,
     reevaluation_list,
+    reevaluation_reveal,
     reference_update_list,
 )
 from leaderboard.selectors.exports import examples_exports_list
@@ -81,9 +81,19 @@ class CycleDetailOutput(serializers.Serializer):
     started_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
     holdouts = serializers.DictField(
-        help_text="task → the holdout minted this quarter (path, rows, sha256);"
-        " an on-policy task's per base model: {by_model: {model → holdout}}"
+        help_text="task → the holdout drawn this quarter: its rows (a count), sha256, pool (sealed or"
+        " public), pool_sha256, pool_rows and a note where the pool is public or short; an on-policy"
+        " task's per base model: {by_model: {model → holdout}}. Never its rows or their ids"
     )
+    commitment = serializers.DictField(
+        help_text="published before any run: the draw's scheme and sizes, seed_sha256 (SHA-256 of the"
+        " secret seed's 32 bytes) and per holdout its sha256 and its pool's; {} for a cycle drawn before"
+        " commitments"
+    )
+    revealed = serializers.BooleanField(
+        help_text="the cycle has completed: its seed and holdout rows are at reveal_url"
+    )
+    reveal_url = serializers.CharField(allow_null=True)
     progress = inline_serializer(
         "CycleProgress",
         fields={
@@ -94,11 +104,6 @@ class CycleDetailOutput(serializers.Serializer):
     )
     diff = serializers.DictField(help_text="the public diff")
     results = CycleResultRowOutput(many=True)
-
-
-def _public_holdouts(holdouts: dict) -> dict:
-    """The minted holdouts without their item ids (the holdout stays unseen by submitters)."""
-    return holdouts_map(holdouts, lambda entry: {k: v for k, v in entry.items() if k != "ids"})
 
 
 @public_cache
@@ -113,12 +118,70 @@ class ReevaluationDetailApi(PublicReadApi):
         if found is None:
             raise NotFound(f"no re-evaluation cycle {quarter!r}")
         cycle, results = found
-        fields = ("quarter", "status", "error", "started_at", "finished_at", "progress", "diff")
+        fields = ("quarter", "status", "error", "started_at", "finished_at", "progress", "diff", "commitment")
         payload = {f: getattr(cycle, f) for f in fields} | {
-            "holdouts": _public_holdouts(cycle.holdouts),
+            "holdouts": cycle.public_holdouts(),  # no row, id or path while it runs, nor after
+            "revealed": cycle.is_revealed,
+            "reveal_url": reverse("api:reevaluation-reveal", args=[cycle.quarter])
+            if cycle.is_revealed
+            else None,
             "results": results,
         }
         return Response(CycleDetailOutput(payload).data)
+
+
+class RevealedHoldoutOutput(serializers.Serializer):
+    task = serializers.CharField()
+    base_model = serializers.CharField(help_text="the base model of an on-policy task's holdout, else empty")
+    pool = serializers.CharField(help_text="sealed (built from the upstream source) or public (committed)")
+    pool_sha256 = serializers.CharField()
+    pool_rows = serializers.IntegerField()
+    size = serializers.IntegerField(help_text="the rows asked of the draw")
+    sha256 = serializers.CharField(help_text="SHA-256 of the holdout file: the rows as canonical JSON lines")
+    reused_rows = serializers.IntegerField()
+    avoided_ids = serializers.ListField(
+        child=serializers.CharField(), help_text="the pool's rows earlier quarters' holdouts used"
+    )
+    note = serializers.CharField()
+    rows = serializers.ListField(child=serializers.DictField(), help_text="the holdout's rows, sorted by id")
+
+
+class RevealOutput(serializers.Serializer):
+    quarter = serializers.CharField()
+    scheme = serializers.CharField(help_text="the name of the draw (evaluator.data.holdouts)")
+    seed = serializers.CharField(help_text="the secret seed: 64 hex digits")
+    seed_sha256 = serializers.CharField()
+    revealed_at = serializers.CharField()
+    commitment = serializers.DictField(help_text="the commitment as it was published before any run")
+    holdouts = RevealedHoldoutOutput(many=True)
+
+
+@public_cache
+class ReevaluationRevealApi(PublicReadApi):
+    @extend_schema(
+        operation_id="reevaluation_reveal",
+        summary="A completed quarter's secret seed and holdout rows, to check against its commitment"
+        " (python -m evaluator verify-holdout)",
+        responses={
+            200: RevealOutput,
+            404: OpenApiResponse(
+                description="no such cycle, or not completed yet: nothing is revealed before"
+            ),
+        },
+    )
+    def get(self, request, quarter):
+        cycle, reveal = reevaluation_reveal(quarter=quarter)
+        if cycle is None:
+            raise NotFound(f"no re-evaluation cycle {quarter!r}")
+        if reveal is None:
+            if cycle.status == cycle.Status.COMPLETED:
+                raise NotFound(
+                    f"the cycle of {quarter} was drawn before seeds were committed: nothing to reveal"
+                )
+            raise NotFound(
+                f"the cycle of {quarter} is {cycle.status}: its seed and holdouts are revealed once it has completed"
+            )
+        return Response(RevealOutput(reveal).data)
 
 
 class ReferenceUpdateEntryOutput(serializers.Serializer):

@@ -37,10 +37,16 @@ class Command(BaseCommand):
             f"cycle {cycle.quarter} started by {user.username}: {len(cycle.holdouts)} holdout(s) minted,"
             f" {runs} run(s) queued"
         )
+        self.stdout.write(
+            f"  committed before any run: seed sha256 {cycle.commitment['seed_sha256']}"
+            " (the seed and the rows are revealed when the cycle completes)"
+        )
         for h in cycle.holdout_files():
             reused = f" ({h['reused_rows']} reused: the pool is spent)" if h.get("reused_rows") else ""
             name = f"{h['task']} on {h['base_model']}" if h["base_model"] else h["task"]
-            self.stdout.write(f"  {name}: {h['rows']} rows, sha256 {h['sha256']}{reused}")
+            pool = f"; {h['pool']} pool of {h['pool_rows']} rows, sha256 {h['pool_sha256']}"
+            note = f" ({h['note']})" if h.get("note") else ""
+            self.stdout.write(f"  {name}: {h['rows']} rows, sha256 {h['sha256']}{reused}{pool}{note}")
         for old in Task.objects.filter(
             status=Task.Status.ACTIVE, superseded_by__isnull=False, slug__in=cycle.holdouts
         ):
