@@ -83,7 +83,7 @@ demo: install $(if $(findstring qwen,$(MODELS)),qwen)
 TEST_WORKERS ?= 2
 test: install browser
 	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
-		--durations=30 --durations-min=5
+		--durations=0 --durations-min=5
 
 # The fast part: no model, no browser.
 test-fast: install
