@@ -22,7 +22,7 @@ from evaluator.axes.attack import attack_probe
 from evaluator.axes.attack_graded import attack_graded, graded_budget
 from evaluator.axes.steer import steer_probe
 from evaluator.axes.stress import stress_probe
-from evaluator.commands import build_data, bundle_cli, canary, reliability, train_cli, verify_holdout
+from evaluator.commands import build_data, bundle_cli, canary, reliability, sae_cli, train_cli, verify_holdout
 from evaluator.commands.base import Command, cache_registry_json_args, default_cache_dir
 from evaluator.commands.client import replicate, reproduce, submit
 from evaluator.commands.reference_probes import command as reference_probes
@@ -506,6 +506,8 @@ COMMANDS: dict[str, Command] = {
             verify_holdout.run_verify_holdout,
             verify_holdout.verify_holdout_summary,
         ),
+        Command("train-sae", sae_cli.train_sae_args, sae_cli.run_train_sae, sae_cli.train_sae_summary),
+        Command("sae-card", sae_cli.sae_card_args, sae_cli.run_sae_card, sae_cli.sae_card_summary),
     )
 }
 
