@@ -259,3 +259,40 @@ def test_a_probe_does_not_wait_on_the_replication_of_an_imported_references_runs
     assert local.pk not in waits_on and unpublished.pk in waits_on
     Run.objects.filter(pk=local.pk).update(status=Run.Status.SUCCEEDED)
     assert local.pk in set(submission_runs(dependent).values_list("pk", flat=True))
+
+
+def test_an_imported_references_reference_runs_are_queued_after_the_other_replication_runs(
+    registry, monkeypatch
+):
+    """The demo replicates entry by entry: the eval-awareness reference's dozens of ``reference``
+    runs (one per task of every other category) go after every other imported entry's runs."""
+    from leaderboard.models import ResultBundle
+    from leaderboard.services import replication
+
+    monkeypatch.setattr(replication, "evaluation_runs_dispatch_on_commit", lambda runs: None)
+    bundle = ResultBundle.objects.create(
+        id="c" * 64,
+        role="imported",
+        board="elsewhere",
+        signer_fingerprint="f" * 16,
+        signer_public_key="k",
+        created_at=timezone.now(),
+        entries=2,
+        bytes=1,
+    )
+    ea = submission(category="eval_awareness", status=Status.SCORED, reference_role="eval_awareness")
+    entry = submission(category="refusal", status=Status.SCORED)
+    for sub in (ea, entry):
+        sub.probe_version.bundle = bundle
+        sub.probe_version.save(update_fields=["bundle"])
+    # the demo's order: the eval-awareness reference last
+    assert replication.replications_start([entry.probe_version, ea.probe_version]) > 0
+    planned = Run.objects.filter(probe_version__bundle=bundle)
+    reference = planned.filter(kind=Run.Kind.REFERENCE)
+    others = planned.exclude(kind=Run.Kind.REFERENCE)
+    assert reference.exists() and others.filter(probe_version=entry.probe_version).exists()
+    last_other = max(others.values_list("queued_at", flat=True))
+    assert min(reference.values_list("queued_at", flat=True)) >= last_other
+    assert runs.evaluation_run_next(queue="primary") in set(
+        others.order_by("queued_at", "pk").values_list("pk", flat=True)[:1]
+    )
