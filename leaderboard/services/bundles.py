@@ -363,11 +363,11 @@ def bundle_import(
     )
     listed = bundle.manifest.get("entries") or []
     entries = [e for e in listed if models is None or e.get("base_model") in models]
-    todo = [
+    to_import = [
         e for e in entries if not ProbeVersion.objects.filter(artifact_sha256=e["artifact_sha256"]).exists()
     ]
     row = ResultBundle.objects.filter(id=bundle.id).first()
-    if row is not None and (row.role != ResultBundle.Role.IMPORTED or not todo):
+    if row is not None and (row.role != ResultBundle.Role.IMPORTED or not to_import):
         raise Conflict(f"bundle {bundle.id[:12]} is already on this board", field="bundle")
     problems = _context_problems(bundle)
     docs = {}
@@ -377,10 +377,10 @@ def bundle_import(
     if problems:
         raise fmt.BundleError(problems)
     # the eval-awareness references first: the other entries' Scores read their reference runs
-    todo.sort(key=lambda e: (e["category"] != EVAL_AWARENESS, e["probe"]))
+    to_import.sort(key=lambda e: (e["category"] != EVAL_AWARENESS, e["probe"]))
     signer = bundle.manifest["signer"]
     report: dict[str, Any] = {"bundle": bundle.id, "imported": [], "already_here": [], "differs": {}}
-    report["already_here"] = sorted(e["probe"] for e in entries if e not in todo)
+    report["already_here"] = sorted(e["probe"] for e in entries if e not in to_import)
     report["left_out"] = sorted(e["probe"] for e in listed if e not in entries)
     if row is None:
         try:
@@ -399,7 +399,7 @@ def bundle_import(
                 )
         except IntegrityError:  # another import of the same bundle began a moment ago
             raise Conflict(f"bundle {bundle.id[:12]} is being imported already", field="bundle") from None
-    for entry in todo:
+    for entry in to_import:
         doc = docs[entry["entry"]]
         with transaction.atomic():
             version = _import_entry(bundle, row, entry, doc)

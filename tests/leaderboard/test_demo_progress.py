@@ -216,24 +216,31 @@ def test_the_worker_log_names_a_failed_run_its_task_and_the_error(registry, monk
     assert "unknown template 'contrast_pair'" in line
 
 
-def test_a_probe_does_not_wait_on_the_replication_of_an_imported_references_runs(registry):
-    """An eval-awareness reference imported from a bundle: its ``reference`` runs queued here to
-    replicate it go after every other run, and a user's probe reads the published run meanwhile
-    instead of waiting for them; once one succeeds here, the probe reads (and waits on) that one."""
-    from leaderboard.models import PublishedRun, ResultBundle
-    from leaderboard.selectors.shared import REPLICATING
+def _imported_bundle(*, entries: int):
+    """The row of a bundle imported from another board (its entries are the test's to make)."""
+    from leaderboard.models import ResultBundle
 
-    ea = submission(category="eval_awareness", status=Status.SCORED, reference_role="eval_awareness")
-    bundle = ResultBundle.objects.create(
-        id="b" * 64,
+    return ResultBundle.objects.create(
+        id=f"{entries:064x}",
         role="imported",
         board="elsewhere",
         signer_fingerprint="f" * 16,
         signer_public_key="k",
         created_at=timezone.now(),
-        entries=1,
+        entries=entries,
         bytes=1,
     )
+
+
+def test_a_probe_does_not_wait_on_the_replication_of_an_imported_references_runs(registry):
+    """An eval-awareness reference imported from a bundle: its ``reference`` runs queued here to
+    replicate it go after every other run, and a user's probe reads the published run meanwhile
+    instead of waiting for them; once one succeeds here, the probe reads (and waits on) that one."""
+    from leaderboard.models import PublishedRun
+    from leaderboard.selectors.shared import REPLICATING
+
+    ea = submission(category="eval_awareness", status=Status.SCORED, reference_role="eval_awareness")
+    bundle = _imported_bundle(entries=1)
     ref = ea.probe_version
     ref.bundle = bundle
     ref.save(update_fields=["bundle"])
@@ -266,20 +273,10 @@ def test_an_imported_references_reference_runs_are_queued_after_the_other_replic
 ):
     """The demo replicates entry by entry: the eval-awareness reference's dozens of ``reference``
     runs (one per task of every other category) go after every other imported entry's runs."""
-    from leaderboard.models import ResultBundle
     from leaderboard.services import replication
 
     monkeypatch.setattr(replication, "evaluation_runs_dispatch_on_commit", lambda runs: None)
-    bundle = ResultBundle.objects.create(
-        id="c" * 64,
-        role="imported",
-        board="elsewhere",
-        signer_fingerprint="f" * 16,
-        signer_public_key="k",
-        created_at=timezone.now(),
-        entries=2,
-        bytes=1,
-    )
+    bundle = _imported_bundle(entries=2)
     ea = submission(category="eval_awareness", status=Status.SCORED, reference_role="eval_awareness")
     entry = submission(category="refusal", status=Status.SCORED)
     for sub in (ea, entry):
