@@ -33,7 +33,7 @@ from django.conf import settings
 
 from evaluator.axes.canary import canary_path, canary_read, canary_verdicts
 from evaluator.core.harvest import HarvestConfig
-from evaluator.core.probes import probe_from_tensors, read_safetensors
+from evaluator.core.probes import probe_from_tensors, read_artifact
 from evaluator.errors import EvaluatorError, InfrastructureError
 from leaderboard.artifacts import artifact_abspath
 from leaderboard.models import ProbeVersion
@@ -72,6 +72,7 @@ def _registry_fingerprint(root: Path) -> tuple:
     """What load_registry reads, by (name, size, mtime): a maintainer who adds a task and syncs
     the database does not have to restart the workers."""
     files = [root / "tasks.yaml", root / "registry" / "licenses.yaml", root / "registry" / "models.yaml"]
+    files.append(root / "registry" / "saes.yaml")
     files += sorted((root / "registry" / "weights").glob("*"))
     files += sorted((root / "registry" / "protocols").glob("*"))
     out = []
@@ -150,8 +151,10 @@ def probe_for(version: ProbeVersion):
     metadata = {k: v for k, v in version.metadata.items() if k != "probe"}
     if version.recipe is not None:
         metadata["recipe"] = version.recipe
-    tensors = read_safetensors(data, max_bytes=settings.MAX_ARTIFACT_BYTES)
-    return probe_from_tensors(tensors, metadata, registry=registry(), sha256=sha, path=str(path))
+    tensors, header = read_artifact(data, max_bytes=settings.MAX_ARTIFACT_BYTES)
+    return probe_from_tensors(
+        tensors, metadata, registry=registry(), sha256=sha, path=str(path), artifact_metadata=header
+    )
 
 
 def harvest_config():

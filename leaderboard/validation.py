@@ -10,6 +10,7 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn
 
 from django.conf import settings
@@ -17,7 +18,8 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator
 
 from evaluator.core.applicability import INPUTS, OUTPUTS, POSITIONS
-from evaluator.core.recipes import METHODS, Recipe
+from evaluator.core.recipes import METHODS, Recipe, recipe_model_check
+from evaluator.data.registry.saes import SaeRegistry, load_saes
 from evaluator.data.registry.tasks import SPLIT_NAMES
 from evaluator.errors import ArtifactError, EvaluatorError
 from evaluator.metrics import metric_table
@@ -396,7 +398,17 @@ def _recipe_validate(recipe: Any, *, base_model: BaseModel, metadata: dict[str, 
         )
     if not 0 <= parsed.layer <= base_model.n_layers:
         _fail("recipe", f"layer must be an integer in 0..{base_model.n_layers}")
+    try:
+        recipe_model_check(parsed, model_id=base_model.slug, d_model=base_model.d_model, saes=sae_registry())
+    except (ArtifactError, EvaluatorError) as exc:
+        _fail("recipe", str(exc).removeprefix("recipe: "))
     return recipe
+
+
+def sae_registry() -> SaeRegistry:
+    """The registered SAEs (``registry/saes.yaml`` under the registry root; none without it): what
+    an SAE-feature artifact and an SAE recipe are checked against."""
+    return load_saes(Path(settings.REGISTRY_ROOT), missing_ok=True)
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,14 @@ TRANSFER_RECALL_KEY = "transfer_attack_recall"
 #: The transfer attack's source among a category's reference probes on one base model that read one
 #: prompt and are scored on the task: by recipe method in this order (the supervised probe first),
 #: then by name (:func:`source_order`). Fixed before anything is measured.
-ATTACK_SOURCE_METHODS = ("logistic_regression", "diff_of_means", "mlp", "pca_unsupervised")
+ATTACK_SOURCE_METHODS = (
+    "logistic_regression",
+    "diff_of_means",
+    "mlp",
+    "pca_unsupervised",
+    "neuron_topk_meandiff",
+    "sae_topk_meandiff",
+)
 
 
 def source_order(method: str, name: str) -> tuple[int, str]:

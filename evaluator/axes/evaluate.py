@@ -40,6 +40,7 @@ from evaluator.axes.transfer import cross_model_transfer
 from evaluator.core.applicability import ProbeReads, applicability, applicable_tasks
 from evaluator.core.harvest import HarvestConfig
 from evaluator.core.probes import Probe
+from evaluator.core.recipes import transfer_refusal
 from evaluator.data.registry.load import Registry
 from evaluator.data.registry.tasks import EVAL_AWARENESS
 from evaluator.errors import EvaluatorError, InfrastructureError, RegistryError
@@ -351,6 +352,10 @@ def _transfer(
 
     if not targets:
         return []
+    refusal = transfer_refusal(str((probe.metadata.recipe or {}).get("method", "")))
+    if refusal is not None:
+        notes.append(f"cross-model transfer not applicable: {refusal}")
+        return None
     return _unless_recipe_fails(
         lambda: cross_model_transfer(
             probe,

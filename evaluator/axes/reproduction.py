@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
 class ReproductionResult:
     task_id: str
     method: str
-    cosine: float | None  # of the raw-space directions (None for MLP probes): information only
+    cosine: float | None  # of the raw-space directions (None for MLP and SAE probes): information only
     auroc_submitted: float  # on the recipe task's test split
     auroc_refit: float
     auroc_diff: float  # submitted − refit
@@ -141,7 +141,9 @@ def reproduction_check(
         config=harvest_config,
         progress=sub_progress(progress, 0.0, 0.5, "reproduce train "),
     )
-    refit = probe_from_tensors(trained.tensors, p.metadata, registry=reg)
+    refit = probe_from_tensors(
+        trained.tensors, p.metadata, registry=reg, artifact_metadata=trained.artifact_metadata
+    )
     test = split_activations(
         lm,
         reg,

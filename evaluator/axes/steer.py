@@ -87,6 +87,7 @@ from evaluator.axes.steer_strength import choose_strength, fluency_ids
 from evaluator.core import models
 from evaluator.core.harvest import HarvestConfig
 from evaluator.core.probes import load_probe
+from evaluator.core.sae_probe import SAE_KIND
 from evaluator.errors import EvaluatorError
 from evaluator.metrics.metrics import auroc
 from evaluator.metrics.results import Progress, jsonable, no_progress, sub_progress
@@ -108,6 +109,11 @@ def steer_ineligibility(probe: Probe, *, registry: Registry) -> str | None:
     spec = registry.model(probe.base_model)
     if spec.encoder:
         return f"{spec.id} is an encoder: it has no next-token distribution to read behaviour from"
+    if probe.kind == SAE_KIND:
+        return (
+            "not applicable to an SAE-feature probe: it reads TopK latents of an SAE, not one"
+            " direction in the residual stream, so there is no direction to add or project out"
+        )
     direction = probe.direction()
     if direction is None:
         return "only a linear probe (one direction in residual space) can be steered"

@@ -32,7 +32,7 @@ import numpy as np
 from evaluator.core.activations import ActivationCache, prompt_activations, read_split
 from evaluator.core.harvest import harvest, render_prompts
 from evaluator.core.probes import probe_from_tensors
-from evaluator.core.recipes import Recipe, map_layer, train_recipe
+from evaluator.core.recipes import Recipe, map_layer, train_recipe, transfer_refusal
 from evaluator.errors import EvaluatorError
 from evaluator.metrics.metrics import pearson
 from evaluator.metrics.results import Progress, fields_dict, no_progress, sub_progress
@@ -46,6 +46,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from evaluator.data.registry.tasks import TaskSpec
 
 log = logging.getLogger(__name__)
+
+
+class TransferNotApplicable(EvaluatorError):
+    """The probe's recipe cannot be re-fit on another base model (``recipes.NOT_TRANSFERABLE``)."""
+
 
 TRANSFER_EXAMPLES = 16
 TRANSFER_SEED = 0
@@ -200,6 +205,9 @@ def cross_model_transfer(
     if probe.metadata.recipe is None:
         raise EvaluatorError("cross-model transfer needs the probe's recipe (none given)")
     recipe = Recipe.from_dict(probe.metadata.recipe, probe=probe.metadata, registry=registry)
+    refusal = transfer_refusal(recipe.method)
+    if refusal is not None:
+        raise TransferNotApplicable(f"cross-model transfer does not apply to {recipe.method}: {refusal}")
     task = registry.task(recipe.task)
     # an on-policy recipe task re-fits on each target's own split (split_activations reads the
     # loaded model's files); a target without that behaviour (the encoder) is not a target
@@ -248,7 +256,9 @@ def cross_model_transfer(
             layer=target_layer,
             recipe=recipe.at_layer(target_layer).to_dict(),
         )
-        refit = probe_from_tensors(trained.tensors, refit_meta, registry=registry)
+        refit = probe_from_tensors(
+            trained.tensors, refit_meta, registry=registry, artifact_metadata=trained.artifact_metadata
+        )
         target_effects, target_pairs = ablation_effects(
             refit,
             target_lm,

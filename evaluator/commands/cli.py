@@ -508,6 +508,9 @@ COMMANDS: dict[str, Command] = {
         ),
         Command("train-sae", sae_cli.train_sae_args, sae_cli.run_train_sae, sae_cli.train_sae_summary),
         Command("sae-card", sae_cli.sae_card_args, sae_cli.run_sae_card, sae_cli.sae_card_summary),
+        Command(
+            "sae-features", sae_cli.sae_features_args, sae_cli.run_sae_features, sae_cli.sae_features_summary
+        ),
     )
 }
 

@@ -215,7 +215,7 @@ def run_train(args: argparse.Namespace) -> dict:
             license=args.license,
             description=f"Trained by `python -m evaluator train` from {args.task}/train.",
         )
-        save_probe(args.out, trained.tensors, metadata)
+        save_probe(args.out, trained.tensors, metadata, artifact_metadata=trained.artifact_metadata)
         probe = load_probe(args.out, registry=reg)  # validates what was written
         test = split_activations(
             lm,
@@ -243,6 +243,7 @@ def run_train(args: argparse.Namespace) -> dict:
             "split_sha256": trained.train.split_sha256,
         },
         "test": {"n": len(test.ids), "auroc": auroc(probe.score(test.X), test.labels)},
+        "fit": trained.info,
         "model": lm.describe(),
         "seconds": trained.seconds,
     }

@@ -13,6 +13,9 @@ Tensors (x is one activation vector, "d_model"):
 - linear: ``weight`` [d] or [k, d], ``bias`` [] / [1] or [k] (optional, default 0)
 - MLP: ``w1`` [h, d], ``b1`` [h], ``w2`` [1, h] or [h], ``b2`` [1] or [] (ReLU between)
 - optional ``mean``, ``scale`` [d]: x is replaced by (x − mean) / scale first.
+- SAE features (``evaluator.core.sae_probe``): ``latents`` [k] (I64/I32, the one integer tensor),
+  ``weight`` [k], ``bias``, optional ``mean``, ``scale`` [k], read from the TopK latents of the
+  registered SAE that the header's ``__metadata__`` names by hash (``sae_weights_sha256``).
 
 The score s(x) is the logit of the positive class (label 1): for k = 1 (or [d]) the linear
 output; for k ≥ 2 classes, z₁ − logsumexp_{j≠1} z_j (class 1 = positive), which is z₁ − z₀ for
@@ -28,7 +31,7 @@ import logging
 import math
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,7 +39,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from evaluator.core.applicability import INPUTS, OUTPUTS, POSITIONS
-from evaluator.core.recipes import Recipe
+from evaluator.core.probe_function import NUMPY_BACKEND, ProbeFunction, torch_backend
+from evaluator.core.recipes import Recipe, recipe_model_check
+from evaluator.core.sae_probe import (
+    ENCODE_CHUNK,
+    INTEGER_DTYPES,
+    INTEGER_TENSOR,
+    SAE_KIND,
+    SAE_TENSORS,
+    ProbeSite,
+    SaeEncoder,
+    sae_encoder,
+    sae_probe_check,
+    sae_tensors_check,
+)
 from evaluator.data.registry.tasks import CATEGORIES
 from evaluator.errors import ArtifactError
 from evaluator.metrics.metrics import sigmoid
@@ -44,6 +60,7 @@ from evaluator.strict_json import JsonRejected, json_loads_strict
 
 if TYPE_CHECKING:  # pragma: no cover
     from evaluator.data.registry.load import Registry
+    from evaluator.data.registry.saes import SaeRegistry
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +78,8 @@ LINEAR_TENSORS = ("weight", "bias", "mean", "scale")
 MLP_TENSORS = ("w1", "b1", "w2", "b2", "mean", "scale")
 
 _DTYPES = {"F64": (np.float64, 8), "F32": (np.float32, 4), "F16": (np.float16, 2), "BF16": (None, 2)}
+#: accepted for tensor ``latents`` only (an SAE-feature probe's latent indices)
+_INT_DTYPES = {"I64": (np.int64, 8), "I32": (np.int32, 4)}
 _MAGIC = [
     (b"\x80", "a Python pickle (torch.save / joblib / pickle.dump)"),
     (b"PK\x03\x04", "a zip archive (torch.save's default .pt format, which contains a pickle)"),
@@ -81,7 +100,15 @@ def _not_safetensors(what: str) -> ArtifactError:
 
 
 def read_safetensors(data: bytes, *, max_bytes: int = MAX_ARTIFACT_BYTES) -> dict[str, np.ndarray]:
-    """Parse safetensors bytes into {name: float64 array}, or raise ArtifactError saying why not.
+    """The tensors of :func:`read_artifact` (without the header's ``__metadata__``)."""
+    return read_artifact(data, max_bytes=max_bytes)[0]
+
+
+def read_artifact(
+    data: bytes, *, max_bytes: int = MAX_ARTIFACT_BYTES
+) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Parse safetensors bytes into ({name: float64 array; ``latents`` int64}, the header's
+    ``__metadata__``), or raise ArtifactError saying why not.
 
     Two layers: our own checks first (the format's magic bytes, the header parsed as strict JSON
     with depth and size limits, every dtype a string we accept, ranks and dimensions bounded),
@@ -123,12 +150,16 @@ def read_safetensors(data: bytes, *, max_bytes: int = MAX_ARTIFACT_BYTES) -> dic
     tensors: dict[str, np.ndarray] = {}
     for name, entry in _safetensors_deserialize(data):
         dtype, shape, raw = entry["dtype"], entry["shape"], entry["data"]
+        if dtype in _INT_DTYPES:  # the latent indices (only that name gets past the header check)
+            ints = np.frombuffer(raw, dtype=np.dtype(_INT_DTYPES[dtype][0]).newbyteorder("<"))
+            tensors[name] = ints.astype(np.int64).reshape(shape)
+            continue
         if dtype == "BF16":
             array = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
         else:
             array = np.frombuffer(raw, dtype=np.dtype(_DTYPES[dtype][0]).newbyteorder("<"))
         tensors[name] = array.astype(np.float64).reshape(shape)
-    return tensors
+    return tensors, dict(header.get("__metadata__", {}))
 
 
 def _header_parse(raw: bytes) -> dict[str, Any]:
@@ -153,9 +184,22 @@ def _tensor_entry_check(name: str, info: Any) -> int:
     if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
         raise ArtifactError(f"artifact header: tensor {name!r} lacks dtype/shape/data_offsets")
     dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-    if not isinstance(dtype, str) or dtype not in _DTYPES:
+    if name == INTEGER_TENSOR:
+        if not isinstance(dtype, str) or dtype not in _INT_DTYPES:
+            raise ArtifactError(
+                f"tensor {name!r} has dtype {str(dtype)[:40]!r}; accepted: {' or '.join(INTEGER_DTYPES)}"
+                " (an SAE-feature probe's integer latent indices)"
+            )
+    elif not isinstance(dtype, str) or dtype not in _DTYPES:
+        only = (
+            f"; only tensor {INTEGER_TENSOR!r} (an SAE-feature probe's latent indices) may be"
+            f" {' or '.join(INTEGER_DTYPES)}"
+            if isinstance(dtype, str) and dtype in _INT_DTYPES
+            else ""
+        )
         raise ArtifactError(
-            f"tensor {name!r} has dtype {str(dtype)[:40]!r}; accepted: {', '.join(_DTYPES)} (floating point)"
+            f"tensor {name!r} has dtype {str(dtype)[:40]!r}; accepted: {', '.join(_DTYPES)} (floating"
+            f" point){only}"
         )
     if not (
         isinstance(shape, list)
@@ -173,7 +217,7 @@ def _tensor_entry_check(name: str, info: Any) -> int:
     ):
         raise ArtifactError(f"tensor {name!r}: invalid data_offsets {str(offsets)[:80]}")
     begin, end = offsets
-    expected = math.prod(shape) * _DTYPES[dtype][1]
+    expected = math.prod(shape) * {**_DTYPES, **_INT_DTYPES}[dtype][1]
     if end - begin != expected:
         raise ArtifactError(
             f"tensor {name!r}: data_offsets {offsets} hold {end - begin} bytes, shape {shape} of"
@@ -201,20 +245,34 @@ def _shape(a: np.ndarray) -> str:
     return "[" + ", ".join(str(s) for s in a.shape) + "]"
 
 
+def tensors_kind(tensors: Mapping[str, Any]) -> str:
+    """The probe kind its tensor names say: "sae_features" (``latents``), "mlp" (``w1``…) or
+    "linear"."""
+    if INTEGER_TENSOR in tensors:
+        return SAE_KIND
+    return "mlp" if set(tensors) & {"w1", "b1", "w2", "b2"} else "linear"
+
+
 def validate_tensors(
     tensors: dict[str, np.ndarray], *, d_model: int, model_id: str = "the base model"
 ) -> str:
-    """Check names, shapes and values; return the probe kind, "linear" or "mlp"."""
+    """Check names, shapes and values; return the probe kind, "linear", "mlp" or "sae_features"
+    (whose SAE is checked by :func:`evaluator.core.sae_probe.sae_probe_check`)."""
     names = set(tensors)
     if not names:
         raise ArtifactError("artifact holds no tensors")
-    is_mlp = bool(names & {"w1", "b1", "w2", "b2"})
+    kind = tensors_kind(tensors)
+    if kind == SAE_KIND:
+        sae_tensors_check(tensors)
+        return kind
+    is_mlp = kind == "mlp"
     accepted = MLP_TENSORS if is_mlp else LINEAR_TENSORS
     unknown = sorted(names - set(accepted))
     if unknown:
         raise ArtifactError(
             f"unknown tensor name(s) {', '.join(repr(u) for u in unknown)}; accepted: linear probe"
-            f" {', '.join(LINEAR_TENSORS)}; MLP probe {', '.join(MLP_TENSORS)} (do not mix them)"
+            f" {', '.join(LINEAR_TENSORS)}; MLP probe {', '.join(MLP_TENSORS)}; SAE-feature probe"
+            f" {', '.join(SAE_TENSORS)} (do not mix them)"
         )
     required = ("w1", "b1", "w2", "b2") if is_mlp else ("weight",)
     missing = [r for r in required if r not in names]
@@ -363,7 +421,8 @@ class ProbeMetadata:
         return meta
 
     def check_against(self, registry: Registry) -> None:
-        """Base model known, layer in 0..n_layers, license registered, recipe valid."""
+        """Base model known, layer in 0..n_layers, license registered, recipe valid (on this base
+        model: an SAE recipe's SAE is this model's, a top-k recipe's k fits its width)."""
         model = registry.model(self.base_model)
         if not 0 <= self.layer <= model.n_layers:
             raise ArtifactError(
@@ -372,7 +431,8 @@ class ProbeMetadata:
             )
         registry.license(self.license)
         if self.recipe is not None:
-            Recipe.from_dict(self.recipe, probe=self, registry=registry)
+            recipe = Recipe.from_dict(self.recipe, probe=self, registry=registry)
+            recipe_model_check(recipe, model_id=model.id, d_model=model.d_model, saes=registry.saes)
 
 
 # --------------------------------------------------------------------------- the probe
@@ -380,13 +440,16 @@ class ProbeMetadata:
 
 @dataclass
 class Probe:
-    """A validated probe: its metadata and its tensors (float64)."""
+    """A validated probe: its metadata and its tensors (float64; an SAE probe's ``latents`` int64)."""
 
     metadata: ProbeMetadata
     tensors: dict[str, np.ndarray]
-    kind: str  # "linear" | "mlp"
+    kind: str  # "linear" | "mlp" | "sae_features"
     sha256: str = ""  # of the artifact bytes; "" for a probe built in memory
     path: str = ""
+    #: the safetensors header's ``__metadata__`` (an SAE probe's ``sae_weights_sha256``)
+    artifact_metadata: dict[str, str] = field(default_factory=dict)
+    sae: SaeEncoder | None = None  # the SAE an SAE-feature probe reads (resolved by the registry)
 
     @property
     def base_model(self) -> str:
@@ -398,11 +461,39 @@ class Probe:
 
     @property
     def d_model(self) -> int:
+        if self.kind == SAE_KIND:
+            return self._sae().d_model
         return int(self.tensors["w1" if self.kind == "mlp" else "weight"].shape[-1])
+
+    @property
+    def sae_latents(self) -> list[int]:
+        """An SAE-feature probe's latent indices, in the artifact's order."""
+        return [int(i) for i in self.tensors[INTEGER_TENSOR]]
+
+    @property
+    def sae_k(self) -> int:
+        """How many latents an SAE-feature probe reads."""
+        return len(self.sae_latents)
+
+    @property
+    def sae_latent_weights(self) -> list[float]:
+        """Each latent's coefficient on its raw value z_i (``weight / scale``), in that order."""
+        w = self.tensors["weight"]
+        return [float(v) for v in (w / self.tensors["scale"] if "scale" in self.tensors else w)]
+
+    def _sae(self) -> SaeEncoder:
+        if self.sae is None:
+            raise ArtifactError("an SAE-feature probe is applied through its SAE: load it with a registry")
+        return self.sae
 
     def score(self, X: np.ndarray) -> np.ndarray:
         """s(x) for activations X "n d_model" → "n" (float64): the positive-class logit."""
-        return ProbeFunction(self.kind, self.tensors, _NUMPY)(np.asarray(X, dtype=np.float64))
+        X = np.asarray(X, dtype=np.float64)
+        f = ProbeFunction(self.kind, self.tensors, NUMPY_BACKEND, sae=self.sae)
+        if self.kind != SAE_KIND or X.shape[0] <= ENCODE_CHUNK:
+            return f(X)
+        # the SAE's pre-activations are "n width": a chunk of rows at a time
+        return np.concatenate([f(X[i : i + ENCODE_CHUNK]) for i in range(0, X.shape[0], ENCODE_CHUNK)])
 
     def probability(self, scores: np.ndarray) -> np.ndarray:
         """p(x) from s(x): sigmoid for ``logit`` probes, clipped identity for ``probability``."""
@@ -412,7 +503,8 @@ class Probe:
 
     def direction(self) -> np.ndarray | None:
         """The linear probe's direction in raw activation space, "d_model" (w / scale);
-        None for MLP probes and k > 2 classes."""
+        None for MLP probes, k > 2 classes and SAE-feature probes (a read-out of TopK latents has
+        no single direction in the residual stream: steering does not apply)."""
         if self.kind != "linear":
             return None
         w = self.tensors["weight"]
@@ -429,91 +521,19 @@ class Probe:
         """s(x) in torch: a callable x "b d_model" (on ``device``, in ``dtype``, float32 by default)
         → s "b", differentiable in x; the formula of :meth:`score` (tested to agree). It runs
         beside a model: the latency measurement and the attack's loss."""
-        import torch
-
-        dt = torch.float32 if dtype is None else dtype
-        backend = _Backend(
-            array=lambda v: torch.as_tensor(v, dtype=dt, device=device),
-            relu=torch.relu,
-            concat=lambda parts: torch.cat(parts, dim=1),
-            logsumexp=lambda z: torch.logsumexp(z, dim=1),
-        )
-        return ProbeFunction(self.kind, self.tensors, backend)
-
-
-# --------------------------------------------------------------------------- s(x), once
-
-
-@dataclass(frozen=True)
-class _Backend:
-    """The array operations s(x) needs, in one library."""
-
-    array: Callable[[np.ndarray], Any]  # a float64 parameter → the backend's array
-    relu: Callable[[Any], Any]
-    concat: Callable[[list[Any]], Any]  # along the columns
-    logsumexp: Callable[[Any], Any]  # of each row
-
-
-def _numpy_logsumexp(z: np.ndarray) -> np.ndarray:
-    top = z.max(axis=1, keepdims=True)
-    return top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
-
-
-_NUMPY = _Backend(
-    array=lambda v: v,
-    relu=lambda z: np.maximum(z, 0.0),
-    concat=lambda parts: np.concatenate(parts, axis=1),
-    logsumexp=_numpy_logsumexp,
-)
-
-
-class ProbeFunction:
-    """s(x) of a probe (the module docstring's formula, written once): its parameters read once
-    into one backend's arrays (numpy for :meth:`Probe.score`, torch for
-    :meth:`Probe.torch_forward`), then applied to "b d_model" activations → "b"."""
-
-    def __init__(self, kind: str, tensors: dict[str, np.ndarray], backend: _Backend):
-        a = backend.array
-        self.backend = backend
-        self.kind = kind
-        self.mean = a(tensors["mean"]) if "mean" in tensors else None
-        self.scale = a(tensors["scale"]) if "scale" in tensors else None
-        if kind == "mlp":
-            self.w1, self.b1 = a(tensors["w1"]), a(tensors["b1"])
-            self.w = a(tensors["w2"].reshape(-1))
-            self.b = a(tensors["b2"].reshape(-1)[0])
-            self.binary = True
-            return
-        w = tensors["weight"]
-        b = tensors.get("bias", np.zeros(1 if w.ndim == 1 else w.shape[0]))
-        self.binary = w.ndim == 1 or w.shape[0] == 1
-        if self.binary:  # one logit: w·x + b
-            self.w, self.b = a(w.reshape(-1)), a(np.reshape(b, -1)[0])
-        else:  # k ≥ 2 class logits: z₁ − logsumexp of the others
-            self.w, self.b = a(w), a(b)
-
-    def __call__(self, X: Any) -> Any:
-        if self.mean is not None:
-            X = X - self.mean
-        if self.scale is not None:
-            X = X / self.scale
-        if self.kind == "mlp":
-            X = self.backend.relu(X @ self.w1.T + self.b1)
-        if self.binary:
-            return X @ self.w + self.b
-        logits = X @ self.w.T + self.b  # "b k"
-        others = self.backend.concat([logits[:, :1], logits[:, 2:]])
-        return logits[:, 1] - self.backend.logsumexp(others)
+        return ProbeFunction(self.kind, self.tensors, torch_backend(device, dtype), sae=self.sae)
 
 
 @dataclass(frozen=True)
 class ValidatedArtifact:
     """An artifact checked against a base model, before any metadata is attached."""
 
-    tensors: dict[str, np.ndarray]  # float64
-    kind: str  # "linear" | "mlp"
+    tensors: dict[str, np.ndarray]  # float64 (``latents`` int64)
+    kind: str  # "linear" | "mlp" | "sae_features"
     sha256: str  # of the artifact bytes
     size: int
+    artifact_metadata: dict[str, str] = field(default_factory=dict)  # the header's __metadata__
+    sae: str | None = None  # the id of the registered SAE an SAE-feature probe reads
 
 
 def probe_from_bytes(
@@ -524,21 +544,35 @@ def probe_from_bytes(
     layer: int | None = None,
     max_bytes: int = MAX_ARTIFACT_BYTES,
     model_id: str = "the base model",
+    saes: SaeRegistry | None = None,
+    site: ProbeSite | None = None,
 ) -> ValidatedArtifact:
     """Validate uploaded artifact bytes without a registry (the submission form/API path).
 
     Checks, each with its own ArtifactError message: size limit, safetensors format (pickle,
     zip, truncation, trailing bytes), tensor names, shapes against ``d_model``, finite values,
-    and ``layer`` in 0..``n_layers`` when both are given.
+    and ``layer`` in 0..``n_layers`` when both are given. An SAE-feature artifact is checked
+    against the registered SAEs ``saes`` and where the probe reads (``site``: base model, layer,
+    position, input); its refusals are ``SaeProbeRefused``, naming the field at fault.
     """
     if layer is not None and n_layers is not None and not 0 <= layer <= n_layers:
         raise ArtifactError(
             f"layer {layer} is out of range for {model_id}: 0..{n_layers} (0 = embeddings, L = residual after block L)"
         )
-    tensors = read_safetensors(data, max_bytes=max_bytes)
+    tensors, header = read_artifact(data, max_bytes=max_bytes)
     kind = validate_tensors(tensors, d_model=d_model, model_id=model_id)
+    sae = None
+    if kind == SAE_KIND:
+        if saes is None or site is None:
+            raise ArtifactError("an SAE-feature probe is checked against the registered SAEs; none given")
+        sae = sae_probe_check(tensors, header, saes=saes, site=site).id
     return ValidatedArtifact(
-        tensors=tensors, kind=kind, sha256=hashlib.sha256(data).hexdigest(), size=len(data)
+        tensors=tensors,
+        kind=kind,
+        sha256=hashlib.sha256(data).hexdigest(),
+        size=len(data),
+        artifact_metadata=header,
+        sae=sae,
     )
 
 
@@ -549,8 +583,11 @@ def probe_from_tensors(
     registry: Registry,
     sha256: str = "",
     path: str = "",
+    artifact_metadata: Mapping[str, str] | None = None,
 ) -> Probe:
-    """Validate in-memory tensors + metadata (already parsed) into a Probe."""
+    """Validate in-memory tensors + metadata (already parsed) into a Probe. ``artifact_metadata``:
+    the safetensors header's ``__metadata__`` (an SAE-feature probe's SAE is resolved from it
+    among the registry's SAEs, and its weights read once per process)."""
     meta = (
         metadata
         if isinstance(metadata, ProbeMetadata)
@@ -559,9 +596,29 @@ def probe_from_tensors(
     if isinstance(metadata, ProbeMetadata):
         meta.check_against(registry)
     model = registry.model(meta.base_model)
-    arrays = {k: np.asarray(v, dtype=np.float64) for k, v in tensors.items()}
+    arrays = {
+        k: np.asarray(v, dtype=np.int64 if k == INTEGER_TENSOR and _integral(v) else np.float64)
+        for k, v in tensors.items()
+    }
     kind = validate_tensors(arrays, d_model=model.d_model, model_id=model.id)
-    return Probe(metadata=meta, tensors=arrays, kind=kind, sha256=sha256, path=path)
+    header = dict(artifact_metadata or {})
+    sae = None
+    if kind == SAE_KIND:
+        spec = sae_probe_check(arrays, header, saes=registry.saes, site=meta)
+        sae = sae_encoder(registry.root, spec)
+    return Probe(
+        metadata=meta,
+        tensors=arrays,
+        kind=kind,
+        sha256=sha256,
+        path=path,
+        artifact_metadata=header,
+        sae=sae,
+    )
+
+
+def _integral(v: Any) -> bool:
+    return np.issubdtype(np.asarray(v).dtype, np.integer)
 
 
 def load_probe(
@@ -590,14 +647,27 @@ def load_probe(
     if size > max_bytes:  # before reading it into memory
         raise ArtifactError(f"artifact is {size:,} bytes; the size limit is {max_bytes:,} bytes")
     data = artifact.read_bytes()
-    tensors = read_safetensors(data, max_bytes=max_bytes)
+    tensors, header = read_artifact(data, max_bytes=max_bytes)
     return probe_from_tensors(
-        tensors, metadata, registry=registry, sha256=hashlib.sha256(data).hexdigest(), path=str(artifact)
+        tensors,
+        metadata,
+        registry=registry,
+        sha256=hashlib.sha256(data).hexdigest(),
+        path=str(artifact),
+        artifact_metadata=header,
     )
 
 
-def save_probe(directory: str | Path, tensors: dict[str, np.ndarray], metadata: ProbeMetadata | dict) -> Path:
-    """Write probe.safetensors (float32) and probe.json into ``directory``, atomically each."""
+def save_probe(
+    directory: str | Path,
+    tensors: dict[str, np.ndarray],
+    metadata: ProbeMetadata | dict,
+    *,
+    artifact_metadata: Mapping[str, str] | None = None,
+) -> Path:
+    """Write probe.safetensors (float32; ``latents`` int64) and probe.json into ``directory``,
+    atomically each. ``artifact_metadata``: the header's ``__metadata__`` (str → str; an SAE
+    probe's ``sae_weights_sha256``)."""
     from safetensors.numpy import save_file
 
     directory = Path(directory)
@@ -605,7 +675,11 @@ def save_probe(directory: str | Path, tensors: dict[str, np.ndarray], metadata: 
     meta = metadata.to_dict() if isinstance(metadata, ProbeMetadata) else dict(metadata)
     tag = f"{os.getpid()}.{uuid.uuid4().hex[:8]}"
     tmp_art = directory / f".{ARTIFACT_NAME}.{tag}.tmp"
-    save_file({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in tensors.items()}, str(tmp_art))
+    arrays = {
+        k: np.ascontiguousarray(v, dtype=np.int64 if k == INTEGER_TENSOR else np.float32)
+        for k, v in tensors.items()
+    }
+    save_file(arrays, str(tmp_art), metadata=dict(artifact_metadata) if artifact_metadata else None)
     os.replace(tmp_art, directory / ARTIFACT_NAME)
     tmp_meta = directory / f".{METADATA_NAME}.{tag}.tmp"
     tmp_meta.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

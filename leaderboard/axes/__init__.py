@@ -8,6 +8,7 @@ are planned, the worker function, its part of the Score, its metric rows), liste
     steer        direction utility
     stress       the artifact on the stress splits
     robustness   the soft-suffix attack and the transfer attack (the goodhart component)
+    sae          an SAE-feature probe beside its same-k neuron and dense baselines; its feature cards
     holdout      the quarterly re-evaluation (planned by the cycles)
 
 The worker (``run_execute``), the planner (``services.runs.evaluation_runs_plan``, over the axes
@@ -24,7 +25,7 @@ import difflib
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from leaderboard.axes import holdout, reproduce, robustness, score, steer, stress, transfer
+from leaderboard.axes import holdout, reproduce, robustness, sae, score, steer, stress, transfer
 from leaderboard.axes.base import Axis
 from leaderboard.models import EvaluationRun
 from leaderboard.policy import PRIMARY_QUEUE
@@ -38,6 +39,7 @@ AXES: tuple[Axis, ...] = (
     steer.AXIS,
     stress.AXIS,
     robustness.AXIS,
+    sae.AXIS,
     holdout.AXIS,
 )
 _BY_NAME = {a.name: a for a in AXES}

@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from evaluator.axes.transfer import cross_model_transfer
+from evaluator.core.recipes import transfer_refusal
 from leaderboard import runner
 from leaderboard.axes.base import FINISHED, Axis, AxisRuns, Planned, Summary
 from leaderboard.axes.reproduce import recipe_applies, recipe_task
@@ -23,8 +24,8 @@ def plan(version: ProbeVersion, tasks: list[Task]) -> list[Planned]:
     """(version, transfer, recipe task, "test", target) for each other enabled base model whose own
     split the recipe can read (the re-fit is on the target's split)."""
     found = recipe_task(version)
-    if found is None:
-        return []
+    if found is None or transfer_refusal((version.recipe or {}).get("method", "")):
+        return []  # no recipe, or one that cannot be re-fit on another model (an SAE's is that model's)
     recipe, task = found
     return [
         (version, KIND, task, "test", target.slug)

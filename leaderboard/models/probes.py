@@ -107,7 +107,7 @@ class ProbeVersion(models.Model):
     artifact_sha256 = models.CharField(max_length=64)
     artifact_path = models.CharField(max_length=255, help_text="relative to ARTIFACT_ROOT")
     artifact_bytes = models.PositiveBigIntegerField()
-    kind = models.CharField(max_length=20, help_text="linear | mlp")
+    kind = models.CharField(max_length=20, help_text="linear | mlp | sae_features")
     layer = models.PositiveSmallIntegerField()
     position = models.CharField(max_length=20, choices=Position.choices)
     input = models.CharField(max_length=20, choices=Input.choices)

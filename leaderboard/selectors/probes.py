@@ -13,9 +13,12 @@ from evaluator.metrics.breakdown import MIN_ROWS_PER_CLASS
 from evaluator.metrics.in_domain import IN_DOMAIN_TASKS_KEY, SIDES, SPLIT_METRICS
 from evaluator.metrics.records import TaskRecord
 from leaderboard.axes import axes_enabled, axis
+from leaderboard.axes.sae import KIND as SAE_AXIS
+from leaderboard.axes.sae import SAE_KIND
 from leaderboard.models import (
     BaseModel,
     CycleResult,
+    EvaluationRun,
     LeakageRecord,
     Probe,
     ProbeVersion,
@@ -199,6 +202,45 @@ class ProbeDetail:
                 }
             )
         return {"state": state, "tasks": m.get(IN_DOMAIN_TASKS_KEY) or [], "rows": rows}
+
+    @property
+    def sae(self) -> dict | None:
+        """An SAE-feature probe beside its baselines (leaderboard.axes.sae), None for another kind:
+        per task (in-domain first) the probe's, the same-k neuron probe's and the dense probe's
+        AUROC on the same test rows with their intervals and the paired intervals of the
+        differences; the neuron and dense fits (C, cross-validated AUROC); the feature cards of its
+        latents; and, while that shows nothing, what its section says instead."""
+        if self.version.kind != SAE_KIND:
+            return None
+        runs = EvaluationRun.objects.filter(
+            probe_version=self.version,
+            kind=SAE_AXIS,
+            cycle__isnull=True,
+            status=EvaluationRun.Status.SUCCEEDED,
+        ).order_by("pk")
+        tasks: list[dict] = []
+        head: dict = {}
+        for run in runs:
+            measured = run.metrics.get("sae") or {}
+            tasks += measured.get("tasks") or []
+            if not head or measured.get("features"):
+                head = measured
+        tasks.sort(key=lambda t: (not t.get("in_domain"), t.get("task_id")))
+        note = self._axis_unmeasured_text(
+            SAE_AXIS,
+            not_applicable="n/a: no baseline (the probe names no single registry task it was trained on)",
+            empty="not measured: its SAE runs gave no result",
+        )
+        return {
+            "sae_id": head.get("sae_id"),
+            "k": head.get("k"),
+            "train_task": head.get("train_task"),
+            "neurons": head.get("neurons"),
+            "dense": head.get("dense"),
+            "tasks": tasks,
+            "features": head.get("features") or [],
+            "note": "" if tasks else note,
+        }
 
     def _axis(self, kind: str) -> AxisState:
         return self.axes.get(kind) or AxisState(kind)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q
 
 from evaluator.data.registry.load import load_registry
+from evaluator.data.registry.saes import SaeSpec, load_saes
 from evaluator.data.registry.weights import COMPONENTS
 from evaluator.data.split_groups import domains_present, named_domains_missing
 from evaluator.errors import EvaluatorError
@@ -208,11 +210,37 @@ def task_detail(*, slug: str) -> TaskDetail | None:
     )
 
 
+@dataclass(frozen=True)
+class SaeCard:
+    """A registered SAE of a base model (registry/saes.yaml) and its card, the ``card.json``
+    beside its weights (None until measured: ``python -m evaluator sae-card --sae ID --write``)."""
+
+    spec: SaeSpec
+    card: dict | None
+
+    @property
+    def loss(self) -> dict:
+        return (self.card or {}).get("loss") or {}
+
+
+def model_saes(slug: str) -> list[SaeCard]:
+    """The registered SAEs of base model ``slug``, by layer, each with its card."""
+    root = Path(settings.REGISTRY_ROOT)
+    cards = []
+    for spec in sorted(load_saes(root).saes.values(), key=lambda s: (s.layer, s.id)):
+        if spec.model != slug:
+            continue
+        path = spec.directory(root) / "card.json"
+        cards.append(SaeCard(spec=spec, card=json.loads(path.read_text()) if path.is_file() else None))
+    return cards
+
+
 @dataclass
 class ModelDetail:
     model: BaseModel
     board: Board
     by_category: list[tuple[str, int]]
+    saes: list[SaeCard] = field(default_factory=list)
 
 
 def base_model_detail(*, slug: str) -> ModelDetail | None:
@@ -221,7 +249,7 @@ def base_model_detail(*, slug: str) -> ModelDetail | None:
         return None
     board = board_get(query=BoardQuery(model=slug), values=True)
     counts = Counter(row.category for row in board.rows)
-    return ModelDetail(model=model, board=board, by_category=sorted(counts.items()))
+    return ModelDetail(model=model, board=board, by_category=sorted(counts.items()), saes=model_saes(slug))
 
 
 def methodology() -> dict:

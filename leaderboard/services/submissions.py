@@ -34,6 +34,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from evaluator.core.probes import probe_from_bytes
+from evaluator.core.sae_probe import Site
 from evaluator.errors import ArtifactError, EvaluatorError
 from leaderboard import artifacts
 from leaderboard.accounts import probe_name_reserved
@@ -56,7 +57,13 @@ from leaderboard.services.reference_updates import reference_update_start
 from leaderboard.services.replication import replication_refresh
 from leaderboard.services.runs import TERMINAL, evaluation_runs_dispatch_on_commit, evaluation_runs_plan
 from leaderboard.services.scores import submission_score
-from leaderboard.validation import CleanMetadata, metadata_validate, parse_json_field, probe_name_clean
+from leaderboard.validation import (
+    CleanMetadata,
+    metadata_validate,
+    parse_json_field,
+    probe_name_clean,
+    sae_registry,
+)
 from probebench.broker import broker_reachable
 
 log = logging.getLogger(__name__)
@@ -237,7 +244,9 @@ def _raise_if_duplicate(sha: str, *, user) -> None:
 
 
 def _artifact_validate(data: bytes, clean: CleanMetadata) -> str:
-    """Check the tensors against the base model (evaluator.core.probes); return the probe kind."""
+    """Check the tensors against the base model (evaluator.core.probes) and an SAE-feature
+    probe's SAE against the registered ones; return the probe kind. A refusal names its field:
+    ``artifact``, or the metadata field an SAE probe's SAE disagrees with."""
     try:
         probe = probe_from_bytes(
             data,
@@ -245,9 +254,12 @@ def _artifact_validate(data: bytes, clean: CleanMetadata) -> str:
             n_layers=clean.base_model.n_layers,
             layer=clean.layer,
             max_bytes=settings.MAX_ARTIFACT_BYTES,
+            saes=sae_registry(),
+            site=Site(clean.base_model.slug, clean.layer, clean.position, clean.input),
         )
     except ArtifactError as exc:
-        raise ValidationFailed(f"artifact: {exc}", field="artifact") from None
+        field = getattr(exc, "field", "artifact")
+        raise ValidationFailed(f"{field}: {exc}", field=field) from None
     return probe.kind
 
 

@@ -84,6 +84,15 @@ def signed(value):
 
 
 @register.filter
+def delta(value, digits=3):
+    """A difference with its sign: +0.012 / −0.034 (a typographic minus), or an em dash."""
+    if value is None or value == "":
+        return "—"
+    text = f"{float(value):+.{int(digits)}f}"
+    return text.replace("-", "−")
+
+
+@register.filter
 def sub(value, other):
     try:
         return float(value) - float(other)

@@ -108,10 +108,11 @@ def test_the_planner_refuses_an_undeclared_kind(registry):
 # --------------------------------------------------------------------------- turned off by the settings
 
 
-def _planned_kinds() -> set[str]:
+def _planned_kinds(kind: str = "linear") -> set[str]:
     """The kinds planned for a new submission of a hallucination probe on SmolLM2 with a recipe: a
-    linear, single-prompt probe on a decoder, which every optional axis applies to."""
-    version = ProbeVersionFactory(probe=ProbeFactory(base_model_id=SMOL), recipe=RECIPE)
+    linear, single-prompt probe on a decoder, which every optional axis but the SAE one applies to
+    (that one applies to ``kind`` "sae_features" only)."""
+    version = ProbeVersionFactory(probe=ProbeFactory(base_model_id=SMOL), recipe=RECIPE, kind=kind)
     submission = SubmissionFactory(probe_version=version)
     return {r.kind for r in run_services.evaluation_runs_plan(version=version, submission=submission)}
 
@@ -128,15 +129,17 @@ def every_axis_on(registry, settings):
 @pytest.mark.parametrize("ax", OPTIONAL, ids=[a.name for a in OPTIONAL])
 def test_turning_it_off_takes_its_runs_out_of_a_plan(ax, every_axis_on):
     settings = every_axis_on
-    everything = _planned_kinds()
+    kind = "sae_features" if ax.name == "sae" else "linear"
+    everything = _planned_kinds(kind)
     assert ax.name in everything and "score" in everything
 
     settings.ENABLED_AXES = [a.name for a in AXES if a is not ax]
-    assert _planned_kinds() == everything - {ax.name}
+    assert _planned_kinds(kind) == everything - {ax.name}
 
-    settings.ENABLED_AXES = []
-    setattr(settings, ax.legacy_setting, False)  # the deprecated alias does the same
-    assert ax.name not in _planned_kinds()
+    if ax.legacy_setting:
+        settings.ENABLED_AXES = []
+        setattr(settings, ax.legacy_setting, False)  # the deprecated alias does the same
+        assert ax.name not in _planned_kinds(kind)
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,7 @@ from evaluator.commands.client.transport import (
 )
 from evaluator.core.harvest import HarvestConfig
 from evaluator.core.models import load_model
-from evaluator.core.probes import probe_from_tensors, read_safetensors
+from evaluator.core.probes import probe_from_tensors, read_artifact
 from evaluator.data.registry.load import load_registry
 
 #: what a replication reruns: the runs published with per-example scores
@@ -116,12 +116,14 @@ def _entry_replicate(
     metadata = {k: v for k, v in (doc["version"].get("metadata") or {}).items() if k != "probe"}
     if doc["version"].get("recipe") is not None:
         metadata["recipe"] = doc["version"]["recipe"]
+    tensors, header = read_artifact(data, max_bytes=len(data) + 1)
     probe = probe_from_tensors(
-        read_safetensors(data, max_bytes=len(data) + 1),
+        tensors,
         metadata,
         registry=reg,
         sha256=entry["artifact_sha256"],
         path=entry["artifact"],
+        artifact_metadata=header,
     )
     cache_dir = args.cache_dir or default_cache_dir()
     out = []

@@ -40,6 +40,8 @@ CFG_NAME = "cfg.json"
 CARD_NAME = "card.json"
 #: the tensors of a TopK SAE file, in SAELens' names
 TENSORS = ("W_enc", "b_enc", "W_dec", "b_dec")
+# How the weights may be stored (``cfg.json``'s "dtype"); they are read back as float32 either way.
+STORAGE_DTYPES = {"float32": "float32", "float16": "float16"}
 
 
 class SaeHashMismatch(InfrastructureError):
@@ -161,11 +163,24 @@ class TopKSae:
             k=self.k,
         )
 
-    def tensors(self) -> dict[str, Any]:
-        """The four tensors as contiguous float32 CPU tensors, in SAELens' names."""
+    def tensors(self, dtype: str = "float32") -> dict[str, Any]:
+        """The four tensors as contiguous CPU tensors of ``dtype`` (float32 or float16), in
+        SAELens' names."""
         import torch
 
-        return {name: getattr(self, name).detach().to("cpu", torch.float32).contiguous() for name in TENSORS}
+        kind = STORAGE_DTYPES[dtype]
+        return {
+            name: getattr(self, name).detach().to("cpu", getattr(torch, kind)).contiguous()
+            for name in TENSORS
+        }
+
+    def rounded(self, dtype: str) -> TopKSae:
+        """This SAE as it reads back from weights stored in ``dtype``: each tensor rounded to it and
+        returned to float32. The trainer measures the card on this, so the card is the shipped
+        file's."""
+        import torch
+
+        return TopKSae(k=self.k, **{name: t.to(torch.float32) for name, t in self.tensors(dtype).items()})
 
 
 def sae_cfg(
@@ -177,6 +192,7 @@ def sae_cfg(
     prepend_bos: bool,
     dataset: str,
     provenance: dict[str, Any],
+    dtype: str = "float32",
 ) -> dict[str, Any]:
     """``cfg.json``: SAELens' fields (a TopK SAE on ``blocks.{layer-1}.hook_resid_post``) and ours
     under ``probebench`` (the evaluator's layer, the training record, later the weights' hash)."""
@@ -189,7 +205,7 @@ def sae_cfg(
         "activation_fn_kwargs": {"k": sae.k},
         "apply_b_dec_to_input": True,
         "normalize_activations": "none",
-        "dtype": "float32",
+        "dtype": dtype,
         "device": "cpu",
         "model_name": model_id,
         "hook_name": f"blocks.{layer - 1}.hook_resid_post",
@@ -212,14 +228,16 @@ def _write_atomic(path: Path, write: Any) -> None:
 
 
 def save_sae(sae: TopKSae, cfg: dict[str, Any], directory: str | Path) -> str:
-    """Write ``sae_weights.safetensors`` and ``cfg.json`` (with the weights' SHA-256 under
-    ``probebench.weights_sha256``) into ``directory``, each atomically; return the SHA-256."""
+    """Write ``sae_weights.safetensors`` (in the dtype ``cfg.json`` names) and ``cfg.json`` (with
+    the weights' SHA-256 under ``probebench.weights_sha256``) into ``directory``, each atomically;
+    return the SHA-256."""
     from safetensors.torch import save_file
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     weights = directory / WEIGHTS_NAME
-    _write_atomic(weights, lambda tmp: save_file(sae.tensors(), str(tmp)))
+    dtype = cfg.get("dtype", "float32")
+    _write_atomic(weights, lambda tmp: save_file(sae.tensors(dtype), str(tmp)))
     digest = sha256_file(weights)
     cfg = {**cfg, "probebench": {**cfg.get("probebench", {}), "weights_sha256": digest}}
     text = json.dumps(cfg, indent=2, sort_keys=False) + "\n"

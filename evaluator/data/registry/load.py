@@ -1,16 +1,18 @@
 """The whole registry under a root directory (:class:`Registry`, ``load_registry``): the tasks,
 licenses, models, weights specs and protocols, checked against each other; split files re-hashed on
-request."""
+request; the registered SAEs (``registry/saes.yaml``) read on first use (``Registry.saes``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from evaluator.data.registry.files import default_root, sha256_file
 from evaluator.data.registry.licenses import LicenseSpec, load_licenses
 from evaluator.data.registry.models import ModelSpec, load_models
 from evaluator.data.registry.protocols import Protocol, load_protocols
+from evaluator.data.registry.saes import SaeRegistry, load_saes
 from evaluator.data.registry.tasks import Category, SplitSpec, TaskSpec, panel_bytes_pinned
 from evaluator.data.registry.tasks_yaml import load_tasks
 from evaluator.data.registry.weights import WeightsSpec, load_weights_specs
@@ -26,6 +28,12 @@ class Registry:
     models: dict[str, ModelSpec]
     specs: dict[str, WeightsSpec]
     protocols: dict[str, Protocol] = field(default_factory=dict)
+
+    @cached_property
+    def saes(self) -> SaeRegistry:
+        """The registered SAEs and their corpora (``registry/saes.yaml``, checked against the
+        models), read on first use; none where the root has no such file."""
+        return load_saes(self.root, self.models, missing_ok=True)
 
     def task(self, task_id: str) -> TaskSpec:
         if task_id not in self.tasks:

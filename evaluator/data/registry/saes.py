@@ -96,6 +96,10 @@ class SaeRegistry:
             raise UnknownNameError("SAE", sae_id, sorted(self.saes))
         return self.saes[sae_id]
 
+    def by_weights_sha256(self, sha256: str) -> SaeSpec | None:
+        """The registered SAE whose weights hash to ``sha256``, or None."""
+        return next((s for s in self.saes.values() if s.weights_sha256 == sha256), None)
+
     @property
     def default_corpus(self) -> CorpusSpec:
         """The first corpus listed: what ``train-sae`` reads unless told otherwise."""
@@ -196,10 +200,13 @@ def _sae(entry: Any, where: str, corpora: dict[str, CorpusSpec]) -> SaeSpec:
     )
 
 
-def load_saes(root: Path, models: dict[str, Any] | None = None) -> SaeRegistry:
+def load_saes(root: Path, models: dict[str, Any] | None = None, *, missing_ok: bool = False) -> SaeRegistry:
     """Read ``registry/saes.yaml`` under ``root``. With ``models`` (``Registry.models``), each SAE's
-    base model must be listed there, with that ``d_model`` and a layer in 1..n_layers."""
+    base model must be listed there, with that ``d_model`` and a layer in 1..n_layers.
+    ``missing_ok``: a root without the file has no SAE (a registry built for a test)."""
     path = Path(root) / SAES_FILE
+    if missing_ok and not path.is_file():
+        return SaeRegistry(corpora={}, saes={})
     data = read_yaml(path) or {}
     corpora: dict[str, CorpusSpec] = {}
     for i, entry in enumerate(data.get("corpora") or []):

@@ -238,6 +238,34 @@ class ProbeOutput(serializers.Serializer):
         " (its numbers recomputed here from the published per-example scores)",
     )
 
+    sae = inline_serializer(
+        "SaeBaselines",
+        fields={
+            "sae_id": serializers.CharField(allow_null=True, help_text="the registered SAE it reads"),
+            "k": serializers.IntegerField(allow_null=True, help_text="latents read"),
+            "train_task": serializers.CharField(allow_null=True, help_text="where all three were fit"),
+            "neurons": serializers.DictField(
+                allow_null=True, help_text="the same-k neuron probe: {indices, C, cv_auroc}"
+            ),
+            "dense": serializers.DictField(allow_null=True, help_text="the dense probe: {C, cv_auroc}"),
+            "tasks": serializers.ListField(
+                child=serializers.DictField(),
+                help_text="per task on the same test rows: {task_id, in_domain, n, sae_auroc, sae_ci,"
+                " neurons_auroc, neurons_ci, dense_auroc, dense_ci, sae_minus_neurons,"
+                " sae_minus_neurons_ci, sae_minus_dense, sae_minus_dense_ci}",
+            ),
+            "features": serializers.ListField(
+                child=serializers.DictField(),
+                help_text="per latent read: {latent, weight, frequency, mean_when_active, max, top:"
+                " [{value, text_before, token, text_after, document, position}]}",
+            ),
+            "note": serializers.CharField(help_text="while no task is measured: pending, failed or why not"),
+        },
+        allow_null=True,
+        help_text="null unless an sae_features probe: beside it, the same-k neuron probe and the dense"
+        " probe fit on its training task and scored on the same rows, and its feature cards",
+    )
+
     @extend_schema_field(serializers.ListField(child=serializers.DictField()))
     def get_pending_axes(self, detail) -> list[dict]:
         return [a.to_dict() for a in detail.pending_axes]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.response import Response
 
@@ -10,7 +10,7 @@ from leaderboard.api.read.base import PublicReadApi
 from leaderboard.http import public_cache
 from leaderboard.inputs import TaskListInput, query_parse
 from leaderboard.selectors.board.query import weights_spec_list
-from leaderboard.selectors.registry import base_model_list, category_list, task_list
+from leaderboard.selectors.registry import base_model_list, category_list, model_saes, task_list
 
 
 class CategoryOutput(serializers.Serializer):
@@ -78,6 +78,32 @@ class TaskListApi(PublicReadApi):
         return Response(TaskOutput(task_list(category=category), many=True).data)
 
 
+class SaeCardNumbers(serializers.Serializer):
+    tokens = serializers.IntegerField(help_text="held-out corpus tokens the card read")
+    l0 = serializers.FloatField(help_text="mean active latents per token")
+    fve = serializers.FloatField(help_text="fraction of variance explained")
+    dead_latents = serializers.IntegerField(help_text="latents never active on the held-out tokens")
+    alive_latents = serializers.IntegerField()
+    loss_recovered = serializers.FloatField(
+        allow_null=True, help_text="(L_zero − L_reconstruction) / (L_zero − L_clean), next-token loss"
+    )
+    loss = serializers.DictField(help_text="clean, reconstruction and zero-ablation loss in nats")
+
+
+class SaeOutput(serializers.Serializer):
+    id = serializers.CharField(source="spec.id")
+    layer = serializers.IntegerField(source="spec.layer", help_text="the residual stream after block L")
+    hook = serializers.CharField(source="spec.hook", help_text="the same site as SAELens names it")
+    architecture = serializers.CharField(source="spec.architecture")
+    width = serializers.IntegerField(source="spec.width")
+    k = serializers.IntegerField(source="spec.k")
+    tokens = serializers.IntegerField(source="spec.tokens", help_text="training tokens")
+    seed = serializers.IntegerField(source="spec.seed")
+    weights_sha256 = serializers.CharField(source="spec.weights_sha256")
+    path = serializers.CharField(source="spec.path", help_text="its directory (SAELens layout)")
+    card = SaeCardNumbers(allow_null=True, help_text="null until measured")
+
+
 class BaseModelOutput(serializers.Serializer):
     slug = serializers.CharField()
     name = serializers.CharField()
@@ -92,6 +118,11 @@ class BaseModelOutput(serializers.Serializer):
     is_active = serializers.BooleanField()
     n_probes = serializers.IntegerField()
     url = serializers.CharField(source="get_absolute_url")
+    saes = serializers.SerializerMethodField(help_text="its registered sparse autoencoders and their cards")
+
+    @extend_schema_field(SaeOutput(many=True))
+    def get_saes(self, model) -> list[dict]:
+        return list(SaeOutput(model_saes(model.slug), many=True).data)
 
 
 @public_cache
