@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.commands.reference_probes.training import TrainedReference
-from evaluator.core.probes import Probe, ProbeMetadata
+from evaluator.core.probes import Probe, ProbeMetadata, tensors_kind
 from evaluator.metrics.results import fields_dict
 
 #: --check: a retrained artifact matches the committed one when its direction has at least this
@@ -68,8 +68,7 @@ def compare_artifacts(
 
         def direction(tensors: dict[str, np.ndarray]) -> np.ndarray | None:
             arrays = {k: np.asarray(v, dtype=np.float64) for k, v in tensors.items()}
-            kind = "mlp" if "w1" in arrays else "linear"
-            return Probe(metadata=meta, tensors=arrays, kind=kind).direction()
+            return Probe(metadata=meta, tensors=arrays, kind=tensors_kind(arrays)).direction()
 
         a, b = direction(committed), direction(trained.tensors)
         if a is not None and b is not None:

@@ -122,7 +122,9 @@ def run_reference_probes(args: argparse.Namespace) -> dict[str, Any]:
         ea = ea_reference_for(entries, entry.base_model)
         ref_dir = ea.directory(reg.root) if (ea is not None and entry.role != EVAL_AWARENESS) else None
         if args.no_evaluate:
-            save_probe(directory, trained.tensors, trained.metadata)
+            save_probe(
+                directory, trained.tensors, trained.metadata, artifact_metadata=trained.artifact_metadata
+            )
             results.append(
                 {"slug": entry.slug, "layer": trained.recipe.layer, "cv_auroc": trained.sweep.best}
             )

@@ -125,7 +125,7 @@ def write_reference(
     probe.json and write reference.json. Returns the sidecar."""
 
     directory = trained.entry.directory(registry.root)
-    save_probe(directory, trained.tensors, trained.metadata)
+    save_probe(directory, trained.tensors, trained.metadata, artifact_metadata=trained.artifact_metadata)
     load_probe(directory, registry=registry)  # validates what was written
     evaluation = evaluate_reference(
         directory,
@@ -139,7 +139,7 @@ def write_reference(
     metadata = build_metadata(
         trained.entry, trained.recipe, trained.sweep, registry, declared=declared_from(evaluation)
     )
-    save_probe(directory, trained.tensors, metadata)
+    save_probe(directory, trained.tensors, metadata, artifact_metadata=trained.artifact_metadata)
     probe = load_probe(directory, registry=registry)
     sidecar = {
         "slug": trained.entry.slug,

@@ -169,8 +169,9 @@ def load_manifest(registry: Registry, path: str | Path | None = None) -> list[Re
             replaces=str(raw.get("replaces") or ""),
             candidates=candidates,
         )
+        first_layer = entry.candidate_layers(model.n_layers)[0]  # an SAE recipe's: its SAE's layer
         for candidate in candidates or (None,):
-            entry.recipe_at(0, registry, candidate)  # method, task, template, hyperparameters valid
+            entry.recipe_at(first_layer, registry, candidate)  # method, task, template, hyperparameters valid
         if entry.replaces:
             old = next((e for e in entries if e.slug == entry.replaces), None)
             if old is None or old.role != EVAL_AWARENESS or role != EVAL_AWARENESS:

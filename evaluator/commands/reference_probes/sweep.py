@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from evaluator.core.activations import ActivationCache, split_activations
-from evaluator.core.probes import Probe, ProbeMetadata
+from evaluator.core.probes import Probe, ProbeMetadata, tensors_kind
 from evaluator.core.recipes import Recipe, fit_recipe
+from evaluator.core.sae_probe import SAE_KIND, sae_encoder
 from evaluator.errors import EvaluatorError
 from evaluator.metrics.metrics import auroc, sigmoid
 from evaluator.metrics.results import fields_dict
@@ -85,25 +86,39 @@ def grouped_folds(
     return [(fit, held) for fit, held in splitter.split(np.zeros(y.size), y, groups=list(groups))]
 
 
-def score_tensors(recipe: Recipe, tensors: dict[str, np.ndarray], X: np.ndarray) -> np.ndarray:
-    """s(x) of freshly fitted recipe tensors, exactly as :class:`evaluator.core.probes.Probe` scores."""
+def score_tensors(
+    recipe: Recipe, tensors: dict[str, np.ndarray], X: np.ndarray, registry: Registry | None = None
+) -> np.ndarray:
+    """s(x) of freshly fitted recipe tensors, exactly as :class:`evaluator.core.probes.Probe` scores
+    (an SAE recipe's through its SAE, which ``registry`` resolves)."""
 
     arrays = {k: np.asarray(v, dtype=np.float64) for k, v in tensors.items()}
-    kind = "mlp" if "w1" in arrays else "linear"
+    kind = tensors_kind(arrays)
+    sae = None
+    if kind == SAE_KIND:
+        if registry is None:
+            raise EvaluatorError("an SAE recipe's probe reads its SAE: scoring it needs the registry")
+        sae = sae_encoder(registry.root, registry.saes.sae(recipe.params["sae"]))
     meta = ProbeMetadata(
         "cv", "eval_awareness", "-", recipe.layer, recipe.position, recipe.input, "logit", "-"
     )
-    return Probe(metadata=meta, tensors=arrays, kind=kind).score(X)
+    return Probe(metadata=meta, tensors=arrays, kind=kind, sae=sae).score(X)
 
 
 def cv_score(
-    recipe: Recipe, X: np.ndarray, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]]
+    recipe: Recipe,
+    X: np.ndarray,
+    y: np.ndarray,
+    folds: Sequence[tuple[np.ndarray, np.ndarray]],
+    registry: Registry | None = None,
 ) -> CVScore:
-    """The recipe fitted on each fold's fit rows and scored on its held-out rows."""
+    """The recipe fitted on each fold's fit rows and scored on its held-out rows (``registry``:
+    where an SAE recipe finds its SAE)."""
 
     aurocs, losses = [], []
     for fit, held in folds:
-        s = score_tensors(recipe, fit_recipe(recipe, X[fit], y[fit]), X[held])
+        tensors = fit_recipe(recipe, X[fit], y[fit], registry=registry)
+        s = score_tensors(recipe, tensors, X[held], registry)
         p = np.clip(sigmoid(s), 1e-12, 1 - 1e-12)
         t = y[held]
         aurocs.append(auroc(s, t))
@@ -126,9 +141,11 @@ def layer_sweep(
     train_by_layer: dict[int, SplitActivations],
     *,
     folds: int = SWEEP_FOLDS,
+    registry: Registry | None = None,
 ) -> SweepResult:
     """Cross-validate ``recipe`` at every layer of ``train_by_layer`` (train split only) and
-    choose the layer (:func:`choose_layer`). The folds are the same at every layer."""
+    choose the layer (:func:`choose_layer`). The folds are the same at every layer. An SAE recipe
+    reads its SAE's one layer (``registry`` resolves the SAE)."""
     layers = sorted(train_by_layer)
     first = train_by_layer[layers[0]]
     if first.split != "train":
@@ -140,7 +157,7 @@ def layer_sweep(
         acts = train_by_layer[layer]
         if acts.ids != first.ids:
             raise EvaluatorError("layer sweep: the layers hold different rows")
-        cv = cv_score(recipe.at_layer(layer), acts.X, y, split_folds)
+        cv = cv_score(recipe.at_layer(layer), acts.X, y, split_folds, registry)
         scores.append(cv)
         log.info(
             "sweep %s %s layer %d: cv auroc %.4f ± %.4f, log-loss %.4f",

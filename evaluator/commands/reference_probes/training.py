@@ -20,7 +20,7 @@ from evaluator.commands.reference_probes.sweep import (
 )
 from evaluator.core.activations import ActivationCache
 from evaluator.core.probes import probe_from_tensors
-from evaluator.core.recipes import Recipe, fit_recipe
+from evaluator.core.recipes import Recipe, fit_recipe, recipe_fit
 from evaluator.errors import EvaluatorError
 from evaluator.metrics.metrics import auroc
 
@@ -46,10 +46,19 @@ class TrainedReference:
     tensors: dict[str, np.ndarray]
     metadata: dict[str, Any]
     train_auroc: float
+    #: the safetensors header's ``__metadata__`` (an SAE recipe's ``sae_weights_sha256``)
+    artifact_metadata: dict[str, str] = field(default_factory=dict)
 
 
 def layer_sentence(entry: ReferenceEntry, sweep: SweepResult) -> str:
     """How the layer was chosen, for the probe's description (deterministic text)."""
+    if sweep.layers == [sweep.chosen_layer] and sweep.method == "sae_topk_meandiff":
+        return (
+            f"It reads layer {sweep.chosen_layer}, the layer of its SAE. On the {entry.task} train split"
+            f" alone, {sweep.folds}-fold grouped, stratified cross-validation (seed {sweep.seed}) of this"
+            f" recipe gives a mean held-out AUROC of {sweep.best:.3f}. Test, distshift and holdout"
+            " splits were not used to choose."
+        )
     return (
         f"Layer {sweep.chosen_layer} was chosen by a layer sweep on the {entry.task} train split only:"
         f" {sweep.folds}-fold grouped, stratified cross-validation (seed {sweep.seed}) of this recipe at"
@@ -104,15 +113,19 @@ def train_reference(
         return train_selected(entry, lm, registry, cache=cache, config=config, progress=progress)
     if lm.id != entry.base_model:
         raise EvaluatorError(f"{entry.slug} reads {entry.base_model}, not {lm.id}")
-    base = entry.recipe_at(0, registry)
     layers = entry.candidate_layers(lm.n_layers)
+    # an SAE recipe is valid at its SAE's layer only: its manifest entry lists that one layer
+    base = entry.recipe_at(layers[0], registry)
     acts = train_activations(lm, registry, base, layers, cache=cache, config=config, progress=progress)
-    sweep = layer_sweep(base, acts, folds=entry.folds)
+    sweep = layer_sweep(base, acts, folds=entry.folds, registry=registry)
     recipe = entry.recipe_at(sweep.chosen_layer, registry)
     train = acts[recipe.layer]
-    tensors = fit_recipe(recipe, train.X, train.labels)
+    fitted = recipe_fit(recipe, train.X, train.labels, registry=registry)
+    tensors = fitted.tensors
     metadata = build_metadata(entry, recipe, sweep, registry)
-    probe = probe_from_tensors(tensors, metadata, registry=registry)  # validates
+    probe = probe_from_tensors(
+        tensors, metadata, registry=registry, artifact_metadata=fitted.artifact_metadata
+    )  # validates
     train_auroc = auroc(probe.score(train.X), train.labels)
     log.info(
         "%s: %s on %s, layer %d (cv %.3f), train auroc %.3f",
@@ -123,7 +136,7 @@ def train_reference(
         sweep.best,
         train_auroc,
     )
-    return TrainedReference(entry, recipe, sweep, tensors, metadata, train_auroc)
+    return TrainedReference(entry, recipe, sweep, tensors, metadata, train_auroc, fitted.artifact_metadata)
 
 
 @dataclass
