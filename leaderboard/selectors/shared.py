@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from evaluator.core.applicability import ModelReads, ProbeReads, applicable_tasks
 from evaluator.data.registry.tasks import EVAL_AWARENESS
@@ -43,11 +43,22 @@ RUN_OWNER = "probe_version__probe__owner"
 #: runs that are the maintainers' own work, outside the round-robin: the system account's
 #: (reference probes) and the quarterly re-evaluation's
 MAINTAINERS_WORK = Q(cycle__isnull=False) | Q(probe_version__probe__owner__system_account__isnull=False)
+#: the run the bundle published for the same measurement as a run of an imported version
+_PUBLISHED_TWIN = PublishedRun.objects.filter(
+    bundle=OuterRef("probe_version__bundle"),
+    probe_version=OuterRef("probe_version"),
+    kind=OuterRef("kind"),
+    task=OuterRef("task"),
+    split=OuterRef("split"),
+    base_model=OuterRef("base_model"),
+)
 #: the replication of imported entries (services.replication), the imported eval-awareness
 #: references' ``reference`` runs included: after every other queued run. A user's submission does
 #: not wait on them: until one is measured here, the run the bundle published stands in for it
-#: (:func:`published_stands_in`)
-REPLICATING = Q(probe_version__bundle__isnull=False)
+#: (:func:`published_stands_in`). An imported reference's ``reference`` run that the bundle did not
+#: publish (on a task none of its entries read) replicates nothing: a submission here needs it, so
+#: it is queued like any other run.
+REPLICATING = Q(probe_version__bundle__isnull=False) & (~Q(kind="reference") | Q(Exists(_PUBLISHED_TWIN)))
 
 
 def owner_turn(owner, *, waiting: dict, served: dict) -> tuple:

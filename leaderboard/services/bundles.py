@@ -125,13 +125,24 @@ def _run_record(run: EvaluationRun | PublishedRun) -> dict[str, Any]:
     return record
 
 
+#: run kinds a bundle leaves out: the SAE axis's runs hold snippets of the SAE corpus (news articles
+#: we may read but not redistribute) and feed no Score; an importing board measures them itself
+NOT_EXPORTED = ("sae",)
+
+
 def _entry_runs(version: ProbeVersion) -> list[EvaluationRun | PublishedRun]:
     """The succeeded runs outside any cycle a version's Score reads (an imported version: the runs
-    it was published with)."""
+    it was published with), less the kinds of :data:`NOT_EXPORTED`."""
     if version.bundle_id is not None:
-        return list(version.published_runs.filter(bundle_id=version.bundle_id).order_by("pk"))
+        return list(
+            version.published_runs.filter(bundle_id=version.bundle_id)
+            .exclude(kind__in=NOT_EXPORTED)
+            .order_by("pk")
+        )
     return list(
-        Run.objects.filter(probe_version=version, cycle=None, status=Run.Status.SUCCEEDED).order_by("pk")
+        Run.objects.filter(probe_version=version, cycle=None, status=Run.Status.SUCCEEDED)
+        .exclude(kind__in=NOT_EXPORTED)
+        .order_by("pk")
     )
 
 

@@ -15,7 +15,7 @@ from evaluator import bundles as fmt
 from leaderboard import artifacts
 from leaderboard import models as m
 from leaderboard.registry_sync import registry_sync
-from leaderboard.services.bundles import bundle_export, bundle_import
+from leaderboard.services.bundles import board_public_key, bundle_export, bundle_import
 from leaderboard.services.scores import submission_score
 from tests.leaderboard.test_onpolicy_tasks import SMOL, _finish, _queued
 
@@ -535,3 +535,24 @@ def test_an_import_writes_entry_by_entry_and_one_cut_off_half_way_is_finished_by
     assert report["already_here"] == seen
     with pytest.raises(Exception, match="already on this board"):
         bundle_import(path)
+
+
+def test_a_bundle_leaves_out_the_sae_axis_runs_whose_snippets_are_not_ours_to_publish(board, tmp_path):
+    version = board[0]
+    m.EvaluationRun.objects.create(
+        probe_version=version,
+        submission=version.submission,
+        kind="sae",
+        task_id="cities-truth-v1",
+        split="test",
+        base_model_id=SMOL,
+        status=m.EvaluationRun.Status.SUCCEEDED,
+        metrics={"sae": {"features": [{"latent": 3, "top": [{"text_before": "a news article"}]}]}},
+    )
+    row = bundle_export(out=tmp_path / "b.tar")
+    bundle = fmt.bundle_read(
+        tmp_path / "b.tar", trusted=fmt.trusted_keys([board_public_key()]), max_bytes=1 << 30
+    )
+    [entry] = [e for e in bundle.manifest["entries"] if e["probe"] == version.probe.slug]
+    kinds = {r["kind"] for r in bundle.entry_runs(entry)}
+    assert "score" in kinds and "sae" not in kinds and row.entries == 2

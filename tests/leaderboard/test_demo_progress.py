@@ -262,6 +262,11 @@ def test_a_probe_does_not_wait_on_the_replication_of_an_imported_references_runs
             probe_version=dependent.probe_version, submission=dependent, task=Task.objects.get(slug=task)
         )
     assert Run.objects.filter(REPLICATING, pk=local.pk).exists()
+    # a task the bundle published no reference run for: nothing stands in, the probe needs this
+    # run, so it is not held back behind the replication (the workers take it before `local`)
+    assert not Run.objects.filter(REPLICATING, pk=unpublished.pk).exists()
+    Run.objects.filter(pk=unpublished.pk).update(queued_at=timezone.now())
+    assert runs.evaluation_run_next(queue=runs.run_queue(Run.Kind.REFERENCE)) == unpublished.pk
     waits_on = set(submission_runs(dependent).values_list("pk", flat=True))
     assert local.pk not in waits_on and unpublished.pk in waits_on
     Run.objects.filter(pk=local.pk).update(status=Run.Status.SUCCEEDED)
@@ -273,6 +278,7 @@ def test_an_imported_references_reference_runs_are_queued_after_the_other_replic
 ):
     """The demo replicates entry by entry: the eval-awareness reference's dozens of ``reference``
     runs (one per task of every other category) go after every other imported entry's runs."""
+    from leaderboard.models import PublishedRun
     from leaderboard.services import replication
 
     monkeypatch.setattr(replication, "evaluation_runs_dispatch_on_commit", lambda runs: None)
@@ -287,6 +293,15 @@ def test_an_imported_references_reference_runs_are_queued_after_the_other_replic
     planned = Run.objects.filter(probe_version__bundle=bundle)
     reference = planned.filter(kind=Run.Kind.REFERENCE)
     others = planned.exclude(kind=Run.Kind.REFERENCE)
+    for run in reference:  # what the bundle published: the runs these replicate
+        PublishedRun.objects.create(
+            bundle=bundle,
+            probe_version=run.probe_version,
+            kind=run.kind,
+            task=run.task,
+            split=run.split,
+            base_model=run.base_model,
+        )
     assert reference.exists() and others.filter(probe_version=entry.probe_version).exists()
     last_other = max(others.values_list("queued_at", flat=True))
     assert min(reference.values_list("queued_at", flat=True)) >= last_other

@@ -179,7 +179,9 @@ def test_the_model_page_and_api_show_each_registered_sae_with_its_card(registry,
     card = json.loads((spec.directory(Path(settings.REGISTRY_ROOT)) / "card.json").read_text())
     page = client.get(reverse("leaderboard:model", args=[SMOL])).content.decode()
     section = page[page.index('id="h-saes"') :]
-    assert SAE_ID in section and f"{card['fve']:.3f}" in section and f"{card['loss_recovered']:.3f}" in section
+    assert (
+        SAE_ID in section and f"{card['fve']:.3f}" in section and f"{card['loss_recovered']:.3f}" in section
+    )
     assert f"{card['dead_latents']} of {spec.width}" in section
     models = {m_["slug"]: m_ for m_ in client.get(reverse("api:models")).json()}
     [listed] = models[SMOL]["saes"]
