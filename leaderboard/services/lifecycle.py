@@ -36,7 +36,7 @@ from leaderboard.services.runs import (
     run_held,
     tasks_delay_on_commit,
 )
-from leaderboard.services.submissions import submission_advance, submissions_secondary_reconcile
+from leaderboard.services.submissions import BUNDLE_VIA, submission_advance, submissions_secondary_reconcile
 
 log = logging.getLogger(__name__)
 Run = EvaluationRun
@@ -67,6 +67,10 @@ def evaluation_run_fan_out(run: EvaluationRun) -> None:
         )
         for sub in waiting:
             submission_advance(submission=sub)
+        # an imported reference replicating its published reference runs: its own state moves too
+        imported = Submission.objects.filter(probe_version_id=run.probe_version_id, via=BUNDLE_VIA).first()
+        if imported is not None:
+            submission_advance(submission=imported)
     if run.cycle_id:
         cycle_advance(cycle_id=run.cycle_id)
     else:

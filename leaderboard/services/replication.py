@@ -42,7 +42,11 @@ from leaderboard.models import (
     Submission,
 )
 from leaderboard.selectors.shared import REPLICATING, ea_reference_version
-from leaderboard.services.runs import evaluation_runs_dispatch_on_commit, evaluation_runs_plan
+from leaderboard.services.runs import (
+    evaluation_runs_dispatch_on_commit,
+    evaluation_runs_plan,
+    runs_get_or_create,
+)
 
 Run = EvaluationRun
 TERMINAL = (Run.Status.SUCCEEDED, Run.Status.FAILED)
@@ -109,6 +113,18 @@ def runs_with_published(version: ProbeVersion, runs: list[EvaluationRun]) -> lis
     return [r for r in runs if _key(r) not in filled] + published_as_runs(fill)
 
 
+def _published_references_plan(version: ProbeVersion) -> list[EvaluationRun]:
+    """The ``reference`` runs an imported eval-awareness reference published, made here too (never
+    tied to a submission): the probes here plan only the current reference's, on the tasks they
+    read, so a reference replaced since, or a task no probe here reads, would leave its published
+    run never replicated."""
+    published = PublishedRun.objects.filter(
+        probe_version=version, bundle_id=version.bundle_id, kind=Run.Kind.REFERENCE
+    ).select_related("task", "base_model")
+    planned = [(version, p.kind, p.task, p.split, p.base_model_id) for p in published]
+    return runs_get_or_create(planned, submission=None) if planned else []
+
+
 def replications_start(versions: list[ProbeVersion]) -> int:
     """Plan the runs of each imported version that replicate what its bundle published (its score
     and reference runs), in the order given: the queue takes replication runs oldest first, after
@@ -125,6 +141,7 @@ def replications_start(versions: list[ProbeVersion]) -> int:
         with transaction.atomic():
             submission = Submission.objects.select_for_update().get(probe_version=version)
             runs = evaluation_runs_plan(version=version, submission=submission, kinds=PRIMARY_KINDS)
+            runs += _published_references_plan(version)
             made += runs
             evaluation_runs_dispatch_on_commit(runs)
     Run.objects.filter(

@@ -98,7 +98,7 @@ def evaluation_runs_plan(
         if a.plan is not None and (kinds is None or a.name in kinds)
         for run in a.plan(version, tasks)
     ]
-    return _runs_get_or_create(planned, submission=submission)
+    return runs_get_or_create(planned, submission=submission)
 
 
 def transfer_attacks_refresh(*, dispatch: bool = True) -> list[EvaluationRun]:
@@ -145,10 +145,10 @@ def score_runs_plan(
     eval-awareness reference runs on them (the reference axis's: shared, never tied to a
     submission); return the ones that need dispatching."""
     planned = [*score.plan(version, tasks), *score.reference_plan(version, tasks)]
-    return _runs_get_or_create(planned, submission=submission)
+    return runs_get_or_create(planned, submission=submission)
 
 
-def _runs_get_or_create(planned: list[Planned], *, submission: Submission | None) -> list[EvaluationRun]:
+def runs_get_or_create(planned: list[Planned], *, submission: Submission | None) -> list[EvaluationRun]:
     """(version, kind, task, split, base model) → the run outside any cycle, created if missing;
     returns those to dispatch (created, or still queued). A run is tied to ``submission`` when it
     measures the submitted version (a shared reference run never is). A kind no axis declares is

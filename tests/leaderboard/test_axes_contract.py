@@ -93,7 +93,7 @@ def test_the_kind_field_takes_any_declared_kind():
 def test_its_kind_is_planned_and_stored(ax, registry):
     version = ProbeVersionFactory(probe=ProbeFactory(base_model_id=SMOL))
     task = Task.objects.get(slug="halueval-qa-v1")
-    [run] = run_services._runs_get_or_create([(version, ax.name, task, "test", SMOL)], submission=None)
+    [run] = run_services.runs_get_or_create([(version, ax.name, task, "test", SMOL)], submission=None)
     assert Run.objects.get(pk=run.pk).kind == ax.name
 
 
@@ -101,7 +101,7 @@ def test_the_planner_refuses_an_undeclared_kind(registry):
     version = ProbeVersionFactory(probe=ProbeFactory(base_model_id=SMOL))
     task = Task.objects.get(slug="halueval-qa-v1")
     with pytest.raises(UnknownAxisError):
-        run_services._runs_get_or_create([(version, "novel", task, "test", SMOL)], submission=None)
+        run_services.runs_get_or_create([(version, "novel", task, "test", SMOL)], submission=None)
     assert not Run.objects.filter(kind="novel").exists()
 
 

@@ -308,3 +308,41 @@ def test_an_imported_references_reference_runs_are_queued_after_the_other_replic
     assert runs.evaluation_run_next(queue="primary") in set(
         others.order_by("queued_at", "pk").values_list("pk", flat=True)[:1]
     )
+
+
+def test_an_imported_reference_replicates_every_reference_run_it_published(registry, monkeypatch):
+    """Its published ``reference`` runs are planned here even on tasks no probe here reads (or when
+    it is no longer the current reference), never tied to a submission; each one that finishes
+    moves its own replication state."""
+    from leaderboard.models import PublishedRun
+    from leaderboard.services import replication
+    from leaderboard.services.lifecycle import evaluation_run_fan_out
+
+    monkeypatch.setattr(replication, "evaluation_runs_dispatch_on_commit", lambda runs: None)
+    bundle = _imported_bundle(entries=1)
+    ea = submission(category="eval_awareness", status=Status.SCORED, reference_role="eval_awareness")
+    ref = ea.probe_version
+    ref.bundle = bundle
+    ref.save(update_fields=["bundle"])
+    Submission.objects.filter(pk=ea.pk).update(via="bundle")
+    model = ref.probe.base_model_id
+    for task in ("halueval-qa-v1", "harmful-requests-v1"):
+        PublishedRun.objects.create(
+            bundle=bundle,
+            probe_version=ref,
+            kind=Run.Kind.REFERENCE,
+            task_id=task,
+            split="test",
+            base_model_id=model,
+        )
+    replication.replications_start([ref])
+    made = Run.objects.filter(probe_version=ref, kind=Run.Kind.REFERENCE)
+    assert sorted(made.values_list("task_id", flat=True)) == ["halueval-qa-v1", "harmful-requests-v1"]
+    assert not made.filter(submission__isnull=False).exists()
+    assert replication.replication_refresh(ref)["runs_pending"] >= 2
+    run = made.get(task_id="halueval-qa-v1")
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.SUCCEEDED, finished_at=timezone.now())
+    before = ref.replication["runs_pending"]
+    evaluation_run_fan_out(Run.objects.get(pk=run.pk))
+    ref.refresh_from_db()
+    assert ref.replication["runs_pending"] == before - 1
