@@ -110,11 +110,12 @@ def test_probe_json_is_exactly_the_submission_metadata(entries, real_registry):
         assert (candidate is not None) == bool(entry.candidates), entry.slug
         assert recipe == {**entry.recipe_at(meta["layer"], real_registry, candidate).to_dict()}
         assert (recipe["position"], recipe["input"]) == (meta["position"], meta["input"])
-        how = (
-            f"{candidate.label()} at layer {meta['layer']} was chosen on the {entry.task} train split only"
-            if candidate is not None
-            else f"Layer {meta['layer']} was chosen by a layer sweep on the {entry.task} train split only"
-        )
+        if candidate is not None:
+            how = f"{candidate.label()} at layer {meta['layer']} was chosen on the {entry.task} train split only"
+        elif recipe["method"] == "sae_topk_meandiff":  # its layer is its SAE's: nothing to sweep
+            how = f"It reads layer {meta['layer']}, the layer of its SAE. On the {entry.task} train split"
+        else:
+            how = f"Layer {meta['layer']} was chosen by a layer sweep on the {entry.task} train split only"
         assert how in meta["description"], entry.slug
         recorded = read_sidecar(directory)["evaluation"]["aggregate"]
         for key, value in meta["declared_metrics"].items():

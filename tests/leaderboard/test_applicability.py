@@ -60,7 +60,8 @@ def _check(reg, run: Run) -> None:
     recipe = version.recipe or {}
     model = reg.model(run.base_model_id)
     common = {"model_id": model.id, "n_layers": model.n_layers}
-    if run.kind in (Run.Kind.SCORE, Run.Kind.REFERENCE):
+    if run.kind in (Run.Kind.SCORE, Run.Kind.REFERENCE, "sae"):
+        # an SAE probe's baselines read the same activations as its score runs
         reads = {"layers": [version.layer], "position": version.position, "input_kind": version.input}
     elif run.kind in (Run.Kind.REPRODUCE, Run.Kind.TRANSFER):
         reads = {
