@@ -12,10 +12,11 @@ from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q
 
 from evaluator.data.registry.load import load_registry
-from evaluator.data.registry.saes import SaeSpec, load_saes
+from evaluator.data.registry.saes import SaeSpec
 from evaluator.data.registry.weights import COMPONENTS
 from evaluator.data.split_groups import domains_present, named_domains_missing
 from evaluator.errors import EvaluatorError
+from leaderboard import runner
 from leaderboard.models import (
     BaseModel,
     Category,
@@ -225,12 +226,12 @@ class SaeCard:
 
 def model_saes(slug: str) -> list[SaeCard]:
     """The registered SAEs of base model ``slug``, by layer, each with its card."""
-    root = Path(settings.REGISTRY_ROOT)
+    reg = runner.registry()  # parsed once per process, reloaded when the registry's files change
     cards = []
-    for spec in sorted(load_saes(root).saes.values(), key=lambda s: (s.layer, s.id)):
+    for spec in sorted(reg.saes.saes.values(), key=lambda s: (s.layer, s.id)):
         if spec.model != slug:
             continue
-        path = spec.directory(root) / "card.json"
+        path = spec.directory(reg.root) / "card.json"
         cards.append(SaeCard(spec=spec, card=json.loads(path.read_text()) if path.is_file() else None))
     return cards
 
