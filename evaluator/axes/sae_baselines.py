@@ -105,19 +105,20 @@ def task_comparison(
 ) -> TaskComparison:
     """The three probes' AUROCs on one task's rows, with their intervals and the paired ones of
     the differences. Pure."""
+    a_sae, a_neurons, a_dense = auroc(sae, labels), auroc(neurons, labels), auroc(dense, labels)
     return TaskComparison(
         task_id=task_id,
         in_domain=in_domain,
         n=int(labels.size),
-        sae_auroc=auroc(sae, labels),
+        sae_auroc=a_sae,
         sae_ci=_interval(auroc_ci(sae, labels)),
-        neurons_auroc=auroc(neurons, labels),
+        neurons_auroc=a_neurons,
         neurons_ci=_interval(auroc_ci(neurons, labels)),
-        dense_auroc=auroc(dense, labels),
+        dense_auroc=a_dense,
         dense_ci=_interval(auroc_ci(dense, labels)),
-        sae_minus_neurons=auroc(sae, labels) - auroc(neurons, labels),
+        sae_minus_neurons=a_sae - a_neurons,
         sae_minus_neurons_ci=_interval(paired_delta_ci(sae, neurons, labels)),
-        sae_minus_dense=auroc(sae, labels) - auroc(dense, labels),
+        sae_minus_dense=a_sae - a_dense,
         sae_minus_dense_ci=_interval(paired_delta_ci(sae, dense, labels)),
     )
 
